@@ -3,11 +3,10 @@ CNN."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+import torch
 
-from galleries.preflight.families import _shapes_models as S
+from galleries.preflight.families import Case, shapes
 from lightning_recipes.checks import PreflightReport, preflight
 
 pytest.importorskip("transformers", reason="the Hugging Face integration tests need `transformers`")
@@ -27,31 +26,36 @@ def _assert_healthy(report: PreflightReport) -> None:
             assert result.message.startswith("skipped: ") and len(result.message) > 40, result.message
 
 
+def _shapes_case(case_id: str) -> Case:
+    (case,) = [case for case in shapes.HEALTHY if case.id == case_id]
+    return case
+
+
+def _preflight(case: Case) -> PreflightReport:
+    """The gallery's healthy case, run as test_gallery.py runs it (it leaves these cases to this file)."""
+    torch.manual_seed(0)
+    return preflight(case.model(), **case.data(), num_threads=1, progress=False)
+
+
 @pytest.mark.parametrize(
-    ("make", "data", "init_words"),
+    ("case_id", "init_words"),
     [
         # ln(V) against the logits the loss consumes (HF flattens them) and the labels (not attention_mask)
-        (S.HFCausalLM, S.lm_loaders, "(ln 32, logits "),
-        (
-            lambda: S.HFCausalLM(labels_from_inputs=True),
-            lambda: S.lm_loaders(labels=False),
-            "(ln 32, logits ",
-        ),
-        (S.HFClassifier, S.token_classification_loaders, "(ln 2, logits [16, 2] for integer targets [16])"),
+        ("hf_gpt2_causal_lm", "(ln 32, logits "),
+        ("hf_gpt2_labels_from_input_ids", "(ln 32, logits "),
+        ("hf_bert_classifier", "(ln 2, logits [16, 2] for integer targets [16])"),
     ],
     ids=["gpt2-causal-lm", "gpt2-labels-from-input-ids", "bert-sequence-classifier"],
 )
-def test_wrapped_hugging_face_models_pass_every_applicable_check(
-    make: Any, data: Any, init_words: str
-) -> None:
-    report = preflight(make(), **data())
+def test_wrapped_hugging_face_models_pass_every_applicable_check(case_id: str, init_words: str) -> None:
+    report = _preflight(_shapes_case(case_id))
     _assert_healthy(report)
     assert init_words.strip("()") in report["init_loss"].details["expected_from"]
     assert report["batch_independence"].details["method"] == "perturbation"  # token ids
 
 
 def test_a_wrapped_torchvision_style_cnn_returning_a_dict_passes() -> None:
-    report = preflight(S.WrappedCNN(), **S.digits_loaders())
+    report = _preflight(_shapes_case("wrapped_cnn_returns_dict"))
     _assert_healthy(report)
     assert report["batch_independence"].details["method"] == "perturbation"
 

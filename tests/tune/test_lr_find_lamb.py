@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from lightning_recipes.mixins import LambRecipe
 from lightning_recipes.recipe import OptimizerRecipe
 from lightning_recipes.testing import InMemoryLogger, fast_trainer
-from lightning_recipes.tune import find_lr
+from lightning_recipes.tune import LRRangeResult, find_lr
 from lightning_recipes.tune.suggest import RELATIVE_STEP_EXPOSURE
 
 
@@ -52,19 +52,33 @@ class SeqLamb(LambRecipe, pl.LightningModule):
         self.log("val_acc", (self(x).argmax(1) == y).float().mean())
 
 
-def test_lamb_peak_lr_learns_and_both_entry_points_agree():
-    train, val = _series()
+def _loader(train: TensorDataset, seed: int) -> DataLoader:
+    """Its own generator, as a datamodule's shuffled loader often has."""
+    return DataLoader(train, 32, shuffle=True, generator=torch.Generator().manual_seed(seed))
 
-    def loader() -> DataLoader:  # its own generator, as a datamodule's shuffled loader often has
-        return DataLoader(train, 32, shuffle=True, generator=torch.Generator().manual_seed(0))
 
+def _default_sweep(seed: int) -> LRRangeResult:
+    train, _ = _series(seed=seed)
     torch.manual_seed(0)
-    swept = find_lr(SeqLamb(OptimizerRecipe(warmup_ratio=0.1)), train_dataloaders=loader(), progress=False)
+    return find_lr(
+        SeqLamb(OptimizerRecipe(warmup_ratio=0.1)), train_dataloaders=_loader(train, seed), progress=False
+    )
+
+
+@pytest.fixture(scope="module")
+def sweep_seed_0() -> LRRangeResult:
+    """The default sweep on data seed 0, read (never changed) by both tests: one 300-step sweep, not two."""
+    return _default_sweep(0)
+
+
+def test_lamb_peak_lr_learns_and_both_entry_points_agree(sweep_seed_0: LRRangeResult):
+    train, val = _series()
+    swept = sweep_seed_0
     torch.manual_seed(0)
     model = SeqLamb(OptimizerRecipe(lr="find", warmup_ratio=0.1))
     logger = InMemoryLogger()
     trainer = fast_trainer(max_epochs=3, logger=logger, limit_val_batches=None)
-    trainer.fit(model, loader(), DataLoader(val, 384))
+    trainer.fit(model, _loader(train, 0), DataLoader(val, 384))
     assert swept.verdict == "ok"
     assert model.found_lr == swept.peak_lr  # the same curve: the same batches, read from the same state
     # LAMB: the default range is swept in 300 steps (RELATIVE_STEP_MIN_EXPOSURE), and the peak keeps the x5
@@ -75,14 +89,10 @@ def test_lamb_peak_lr_learns_and_both_entry_points_agree():
     assert logger.values("val_acc")[-1] > 0.9  # chance is 0.25; the x5 peak (0.146) stayed there
 
 
-def test_lamb_default_sweep_pick_is_steady_across_data_seeds():
+def test_lamb_default_sweep_pick_is_steady_across_data_seeds(sweep_seed_0: LRRangeResult):
     """Field report #4: the default sweep's Lamb picks on two data seeds agree within 2x."""
     peaks = []
-    for seed in (0, 1):
-        train, _ = _series(seed=seed)
-        loader = DataLoader(train, 32, shuffle=True, generator=torch.Generator().manual_seed(seed))
-        torch.manual_seed(0)
-        swept = find_lr(SeqLamb(OptimizerRecipe(warmup_ratio=0.1)), train_dataloaders=loader, progress=False)
+    for swept in (sweep_seed_0, _default_sweep(1)):
         assert swept.verdict == "ok", swept.reason
         assert swept.peak_lr is not None
         peaks.append(swept.peak_lr)
@@ -94,6 +104,6 @@ def test_lamb_default_sweep_pick_is_steady_across_data_seeds():
     torch.manual_seed(0)
     model = SeqLamb(OptimizerRecipe(lr=peaks[1], warmup_ratio=0.1))
     logger = InMemoryLogger()
-    loader = DataLoader(train, 32, shuffle=True, generator=torch.Generator().manual_seed(1))
-    fast_trainer(max_epochs=3, logger=logger, limit_val_batches=None).fit(model, loader, DataLoader(val, 384))
+    trainer = fast_trainer(max_epochs=3, logger=logger, limit_val_batches=None)
+    trainer.fit(model, _loader(train, 1), DataLoader(val, 384))
     assert logger.values("val_acc")[-1] > 0.947
