@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -329,16 +330,18 @@ class DumpFindings(Callback):
 
 
 def test_ddp_problem_on_one_rank_is_reported_by_every_rank(tmp_path: Path) -> None:
-    monitor = HealthMonitor(check_every_n_steps=10, activation_samples=2)
+    """Forked ranks with a pickled monitor and model, as ddp_spawn's (no fresh interpreters)."""
+    monitor = pickle.loads(pickle.dumps(HealthMonitor(check_every_n_steps=10, activation_samples=2)))
     trainer = fast_trainer(
         max_steps=10,
         max_epochs=-1,
-        strategy="ddp_spawn",
+        strategy="ddp_fork",
         devices=2,
         limit_val_batches=0,
         callbacks=[monitor, DumpFindings(str(tmp_path))],
     )
-    trainer.fit(NonfiniteOnRankOne(), DataLoader(_classification(), batch_size=32))  # spawn pickles it
+    model = pickle.loads(pickle.dumps(NonfiniteOnRankOne()))
+    trainer.fit(model, DataLoader(_classification(), batch_size=32))
     findings = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
     assert findings[0] == findings[1]
     assert [(f["problem"], f["step"], f["evidence"]["first_module"]) for f in findings[0]] == [

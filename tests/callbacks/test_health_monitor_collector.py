@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import pickle
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -575,18 +576,20 @@ class RecordWindows(Callback):
 
 
 def test_ddp_new_fields_are_identical_on_every_rank(tmp_path: Path) -> None:
-    monitor = HealthMonitor(check_every_n_steps=8, activation_samples=1)
+    """Forked ranks with a pickled monitor and model, as ddp_spawn's (no fresh interpreters)."""
+    monitor = pickle.loads(pickle.dumps(HealthMonitor(check_every_n_steps=8, activation_samples=1)))
     trainer = fast_trainer(
         max_steps=8,
         max_epochs=-1,
-        strategy="ddp_spawn",
+        strategy="ddp_fork",
         devices=2,
         limit_val_batches=2,
         val_check_interval=4,
         callbacks=[monitor, RecordWindows(str(tmp_path))],
     )
     data = DataLoader(classification(), batch_size=16)
-    trainer.fit(FunctionalRelu(), data, DataLoader(classification(n=64, seed=2), batch_size=16))
+    model = pickle.loads(pickle.dumps(FunctionalRelu()))
+    trainer.fit(model, data, DataLoader(classification(n=64, seed=2), batch_size=16))
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
     assert repr(ranks[0]) == repr(ranks[1])  # NaN-safe equality
     first = ranks[0][0]
