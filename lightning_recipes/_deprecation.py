@@ -56,11 +56,11 @@ def moved_module(old: str, *new: types.ModuleType) -> None:
 
     Example:
         >>> import warnings
-        >>> from lightning_recipes.optim import layer_depths
+        >>> from lightning_recipes.checks import GradFlowCheck
         >>> with warnings.catch_warnings(record=True) as caught:
         ...     warnings.simplefilter("always")
-        ...     from lightning_recipes.optim.layer_decay import layer_depths as old
-        >>> old is layer_depths, "optim.param_groups" in str(caught[0].message)
+        ...     from lightning_recipes.checks.grad_flow_check import GradFlowCheck as old
+        >>> old is GradFlowCheck, "checks.model.grad_flow_check" in str(caught[0].message)
         (True, True)
     """
     sys.modules.setdefault(old, _MovedModule(old, new))

@@ -23,23 +23,20 @@ def test_the_category_is_ours_and_a_future_warning_that_filters_can_silence_or_e
             warmup_fields(0.5, None)
 
 
-LR = "lightning_recipes"
-MOVED = {  # old module path -> (a name it exported, where that name lives now): the 0.2.0 diet (issue #33)
-    f"{LR}.optim.layer_decay": ("layer_depths", f"{LR}.optim.param_groups"),
-    f"{LR}.harness.errors": ("CannotRunOnCopy", f"{LR}.harness.isolation"),
-    f"{LR}.harness.fit_data": ("resolve_fit_data", f"{LR}.harness.loaders"),
-    f"{LR}.strategies.step_memory": ("measure_step_memory", f"{LR}.strategies.memory"),
-    f"{LR}.tune.lr_range_test": ("LRRangeTest", f"{LR}.tune.lr_range_callback"),
-    f"{LR}.tune.apply_speed_options": ("ApplySpeedOptions", f"{LR}.tune._speed_options"),
-    f"{LR}.tune.verdict": ("curve_verdict", f"{LR}.tune.suggest"),
-}
+REMOVED = (  # deprecated in 0.2.0 (their names moved, issue #33), removed in 0.3.0: docs/guides/versioning.md
+    "optim.layer_decay",
+    "harness.errors",
+    "harness.fit_data",
+    "strategies.step_memory",
+    "tune.lr_range_test",
+    "tune.apply_speed_options",
+    "tune.verdict",
+)
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_a_moved_module_path_still_imports_and_warns_naming_the_new_home(old: str) -> None:
+@pytest.mark.parametrize("old", REMOVED)
+def test_a_module_path_deprecated_in_0_2_is_gone_in_0_3(old: str) -> None:
     import importlib
 
-    name, new = MOVED[old]
-    with pytest.warns(LightningRecipesDeprecationWarning, match=f"import `{name}` from `{new}`"):
-        found = getattr(importlib.import_module(old), name)
-    assert found is getattr(importlib.import_module(new), name)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(f"lightning_recipes.{old}")

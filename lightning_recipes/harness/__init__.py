@@ -1,9 +1,6 @@
 """The harness wing: trial runs on copies of the user's model, for the sanity checks, the LR range test,
 ``speed_tune`` and the step-memory probe (it imports none of them); see ``docs/guides/harness.md``."""
 
-import importlib
-
-from lightning_recipes._deprecation import moved_module
 from lightning_recipes.harness.forward_capture import ForwardCapture, first_tensor
 from lightning_recipes.harness.harness import Harness
 from lightning_recipes.harness.isolation import (
@@ -44,6 +41,3 @@ __all__ = [
     "resolve_fit_data",
     "tensors_of",
 ]
-
-moved_module(f"{__name__}.errors", importlib.import_module(f"{__name__}.isolation"))  # merged (0.2.0)
-moved_module(f"{__name__}.fit_data", importlib.import_module(f"{__name__}.loaders"))  # merged (0.2.0)

@@ -8,9 +8,6 @@ Example:
     ['decay', 'no_decay']
 """
 
-import importlib
-
-from lightning_recipes._deprecation import moved_module
 from lightning_recipes.optim.build import build_optimizer, build_scheduler
 from lightning_recipes.optim.lamb import Lamb, lamb_update_
 from lightning_recipes.optim.lion import Lion, lion_update_
@@ -47,5 +44,3 @@ __all__ = [
     "warmup_stable_decay",
     "warmup_stable_decay_multiplier",
 ]
-
-moved_module(f"{__name__}.layer_decay", importlib.import_module(f"{__name__}.param_groups"))  # merged (0.2.0)

@@ -8,8 +8,6 @@ Example:
     'RecipesDDPStrategy'
 """
 
-import importlib
-
 from lightning_recipes._blocks import (
     describe_blocks,
     find_blocks,
@@ -17,7 +15,6 @@ from lightning_recipes._blocks import (
     outermost_blocks,
     resolve_block_classes,
 )
-from lightning_recipes._deprecation import moved_module
 from lightning_recipes.strategies._host import available_host_memory
 from lightning_recipes.strategies._layout import MemoryLayout
 from lightning_recipes.strategies.activation_checkpointing import (
@@ -88,5 +85,3 @@ __all__ = [
     "resolve_block_classes",
     "validate_deepspeed_config",
 ]
-
-moved_module(f"{__name__}.step_memory", importlib.import_module(f"{__name__}.memory"))  # merged (0.2.0)

@@ -2,9 +2,6 @@
 measured on the user's model (:func:`speed_tune`).
 """
 
-import importlib
-
-from lightning_recipes._deprecation import moved_module
 from lightning_recipes.tune._speed_options import ApplySpeedOptions, apply_speed_options, speed_loader
 from lightning_recipes.tune.lr_range import LRRangeResult, find_lr, sweep_lr
 from lightning_recipes.tune.lr_range_callback import LRRangeTest
@@ -24,13 +21,3 @@ __all__ = [
     "speed_tune",
     "sweep_lr",
 ]
-
-moved_module(f"{__name__}.lr_range_test", importlib.import_module(f"{__name__}.lr_range_callback"))  # renamed
-moved_module(
-    f"{__name__}.apply_speed_options", importlib.import_module(f"{__name__}._speed_options")
-)  # merged
-moved_module(
-    f"{__name__}.verdict",
-    importlib.import_module(f"{__name__}.suggest"),
-    importlib.import_module("lightning_recipes._stats"),
-)  # merged into suggest (0.2.0); t_quantile is in _stats
