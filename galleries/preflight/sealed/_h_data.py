@@ -167,6 +167,22 @@ def utterances(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return mean[speaker][:, None] + channel + noise, speaker
 
 
+def recordings(seed: int, per_speaker: int, each: int = 10) -> tuple[torch.Tensor, ...]:
+    """``per_speaker`` recordings of every speaker, ``each`` utterances cut from each; a recording's channel
+    (its microphone and room: std 0.8) is shared by all its utterances: (frames, speaker, recording number
+    within the speaker, 0..per_speaker-1)."""
+    voices = _gen(79)
+    mean = torch.randn(SPEAKERS, FEATURE_DIM, generator=voices)
+    spread = 0.5 + torch.rand(SPEAKERS, FEATURE_DIM, generator=voices)
+    g = _gen(seed)
+    speaker = torch.arange(SPEAKERS).repeat_interleave(per_speaker * each)
+    recording = torch.arange(per_speaker).repeat_interleave(each).repeat(SPEAKERS)
+    channel = 0.8 * torch.randn(SPEAKERS * per_speaker, 1, FEATURE_DIM, generator=g)
+    channel = channel.repeat_interleave(each, 0)
+    noise = torch.randn(len(speaker), UTTERANCE, FEATURE_DIM, generator=g) * spread[speaker][:, None]
+    return mean[speaker][:, None] + channel + noise, speaker, recording
+
+
 # --- series with one change in level ------------------------------------------------------------------------
 SERIES = 64
 

@@ -53,6 +53,19 @@ def speaker_data() -> dict[str, Any]:
     return rows_data(d.utterances, 1000, classes=d.SPEAKERS)
 
 
+def session_data(split_by_recording: bool = True) -> dict[str, Any]:
+    """Ten utterances from each of 6 recordings per speaker: the last recording of every speaker validates
+    (the BUG, ``split_by_recording=False``: a random sixth of the utterances, so validation shares the
+    training recordings' channels)."""
+    frames, speaker, recording = d.recordings(4, 6)
+    if split_by_recording:
+        val = recording == 5
+    else:
+        val = torch.rand(len(speaker), generator=gen(82)) < 1 / 6
+    train, held = d.Rows(frames[~val], speaker[~val]), d.Rows(frames[val], speaker[val])
+    return {**d.loaders(train, held), "num_classes": d.SPEAKERS}
+
+
 def change_data(move_change: bool | None = None) -> dict[str, Any]:
     """Series with one change; ``move_change`` set: time reversal on half the reads, moving the change index
     (``True``) or not (the BUG, ``False``)."""
@@ -158,6 +171,15 @@ BUGS: list[SealedCase] = [
         DEPENDS,
     ),
     SealedCase(
+        "speaker_split_by_utterance",
+        "speaker identification (validation split)",
+        m.SpeakerNet,
+        partial(session_data, split_by_recording=False),
+        "Utterances are split at random, so validation utterances come from the training recordings: the "
+        "model tells recordings (their channel) apart, and validation overstates accuracy on new recordings.",
+        "splits do not share rows",
+    ),
+    SealedCase(
         "change_reversal_keeps_index",
         "change-point detection in series (time-reversal augmentation)",
         m.ChangeNet,
@@ -215,6 +237,12 @@ HEALTHY: list[SealedCase] = [
             partial(choice_data, variable=True),
         ),
         ("speaker_plain_head", "speaker identification", m.SpeakerNet, speaker_data),
+        (
+            "speaker_split_by_recording",
+            "speaker identification (whole recordings held out)",
+            m.SpeakerNet,
+            session_data,
+        ),
         ("speaker_margin_head", "speaker id, additive-margin cosine head", m.SpeakerNetMargin, speaker_data),
         (
             "change_reversal_moves_index",
