@@ -199,6 +199,27 @@ class ChoiceScorerRepeat(ChoiceScorer):
         return context.repeat(data.OPTIONS, 1)
 
 
+class ChoiceScorerWarmup(ChoiceScorer):
+    """The lower layers start frozen so that the fresh output layer warms up alone for one epoch, then are
+    unfrozen; Adam holds every parameter (it skips the frozen ones, which have no gradient)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.score[:-1].requires_grad_(False)
+
+    def on_train_epoch_start(self) -> None:
+        if self.current_epoch == 1:
+            self.score[:-1].requires_grad_(True)
+
+
+class ChoiceScorerWarmupFilteredOptimizer(ChoiceScorerWarmup):
+    """BUG: the optimizer is built from the parameters that require grad when training starts, before the
+    unfreezing: the lower layers get gradients from epoch 1 on but are never stepped, so they stay random."""
+
+    def configure_optimizers(self):
+        return torch.optim.Adam([p for p in self.parameters() if p.requires_grad], lr=self.lr)
+
+
 # --- speaker identification ---------------------------------------------------------------------------------
 class SpeakerNet(_Adam):
     """A frame encoder, mean-pooled over time to a 32-d speaker embedding, and a linear classifier head."""
@@ -233,8 +254,8 @@ class SpeakerNetMeanNormalised(SpeakerNet):
 
 
 class SpeakerNetMargin(SpeakerNet):
-    """A cosine head with an additive margin (scale 30, margin 0.2): logits are 30 cos - 0.2 on the true
-    speaker, so the training loss starts far above ln 16 and stays above the plain head's."""
+    """A cosine head with an additive margin (scale 30, margin 0.2): logits are 30 (cos - 0.2) on the true
+    speaker and 30 cos on the others, so the training loss starts far above ln 16 (about 14)."""
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         return 30 * F.normalize(self.embedding(frames), dim=-1) @ F.normalize(self.head.weight, dim=-1).T

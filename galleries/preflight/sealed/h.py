@@ -162,6 +162,15 @@ BUGS: list[SealedCase] = [
         PAIRED,
     ),
     SealedCase(
+        "choice_unfrozen_layers_never_stepped",
+        "multiple-choice scoring (head warm-up, then unfreezing)",
+        m.ChoiceScorerWarmupFilteredOptimizer,
+        choice_data,
+        "The lower layers are frozen for a one-epoch head warm-up and unfrozen after it, but the optimizer "
+        "was built from the parameters requiring grad at the start: they are never stepped and stay random.",
+        "every trained parameter is stepped",
+    ),
+    SealedCase(
         "speaker_utterance_mean_removed",
         "speaker identification (embedding + classifier head)",
         m.SpeakerNetMeanNormalised,
@@ -235,6 +244,12 @@ HEALTHY: list[SealedCase] = [
             "multiple choice (2..4 options, padding at -inf)",
             m.ChoiceScorer,
             partial(choice_data, variable=True),
+        ),
+        (
+            "choice_head_warmup_then_unfrozen",
+            "multiple choice (lower layers frozen for epoch 0)",
+            m.ChoiceScorerWarmup,
+            choice_data,
         ),
         ("speaker_plain_head", "speaker identification", m.SpeakerNet, speaker_data),
         (
