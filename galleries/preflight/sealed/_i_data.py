@@ -87,3 +87,57 @@ def credit_rows(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     x = torch.randn(n, 6, generator=g)
     log_odds = -2.5 * torch.tanh(1.5 * x[:, 0]) - 0.8 * x[:, 0] + 0.7 * x[:, 1] - 0.5 * x[:, 2] * x[:, 3]
     return x, (torch.rand(n, generator=g) < torch.sigmoid(log_odds)).float()
+
+
+# --- logged bandit feedback (off-policy) --------------------------------------------------------------------
+IMPRESSIONS = 8
+
+
+def logging_policy() -> torch.Tensor:
+    """The production policy that logged the data: a context-free preference for the low arms (0.27 for arm
+    0 down to 0.013 for arm 9)."""
+    return torch.softmax(torch.linspace(1.5, -1.5, 10), 0)
+
+
+def logged_feedback(part: str, seed: int) -> tuple[torch.Tensor, ...]:
+    """Each digit of ``part`` shown 8 times; each time the logging policy drew an arm, which paid 1 if it was
+    the digit's label: (pixels, arm, reward, the arm's logged propensity)."""
+    x, y = digits(part)
+    x, y = x.repeat(IMPRESSIONS, 1), y.repeat(IMPRESSIONS)
+    policy = logging_policy()
+    arm = torch.multinomial(policy, len(y), replacement=True, generator=_gen(seed))
+    return x, arm, (arm == y).float(), policy[arm]
+
+
+# --- image inpainting: digits with a square hole ------------------------------------------------------------
+HOLE = 3
+
+
+def hole_mask(g: torch.Generator | None = None) -> torch.Tensor:
+    """A 1x8x8 mask with a random 3x3 square of ones (the hole)."""
+    r, c = torch.randint(0, 8 - HOLE + 1, (2,), generator=g).tolist()
+    mask = torch.zeros(1, 8, 8)
+    mask[:, r : r + HOLE, c : c + HOLE] = 1
+    return mask
+
+
+def cut_hole(image: torch.Tensor, label: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """A fresh hole per read: (masked image, mask, the whole image as the target)."""
+    mask = hole_mask()
+    return image * (1 - mask), mask, image
+
+
+def cut_hole_in_place(image: torch.Tensor, label: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The BUG: the hole is zeroed in place, in the row the dataset hands out, a view of the stored digit:
+    the target (the same tensor) loses the hole too, and the stored digits collect holes epoch after epoch."""
+    mask = hole_mask()
+    image[mask.bool()] = 0
+    return image, mask, image
+
+
+def holed_digits(part: str, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A digits part with fixed holes (validation and held-out rows): (masked image, mask, image)."""
+    image, _ = digits(part, shape=(1, 8, 8))
+    g = _gen(seed)
+    mask = torch.stack([hole_mask(g) for _ in range(len(image))])
+    return image * (1 - mask), mask, image

@@ -4,6 +4,8 @@ global RNG; ``predict`` is what a served model answers and ``loss(batch)`` what 
 
 from __future__ import annotations
 
+from functools import cache
+
 import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
@@ -85,6 +87,27 @@ class DigitBanditGreedy(DigitBandit):
         return arm, Categorical(logits=logits).log_prob(arm)
 
 
+class DigitOffPolicy(DigitBandit):
+    """The same policy learnt off-policy from logged feedback (pixels, arm, reward, logged propensity):
+    inverse propensity scoring, -mean(reward / propensity * log pi(arm | x)); rows weigh up to 75."""
+
+    def weight(self, reward: torch.Tensor, propensity: torch.Tensor) -> torch.Tensor:
+        return reward / propensity
+
+    def loss(self, batch) -> torch.Tensor:
+        x, arm, reward, propensity = batch
+        log_prob = Categorical(logits=self(x)).log_prob(arm)
+        return -(self.weight(reward, propensity) * log_prob).mean()
+
+
+class DigitOffPolicyNoPropensity(DigitOffPolicy):
+    """BUG: the logged rewards are used as they are, without dividing by the logging propensity: the policy
+    learns from the rows the old policy chose to show, and inherits its taste for the low arms."""
+
+    def weight(self, reward: torch.Tensor, propensity: torch.Tensor) -> torch.Tensor:
+        return reward
+
+
 class DigitActorCritic(DigitBandit):
     """REINFORCE with a learned baseline: a value head predicts the expected payout of the context; the policy
     term weights log pi by the advantage (reward - value, held constant) and the value head regresses the
@@ -102,6 +125,41 @@ class DigitActorCritic(DigitBandit):
         arm, log_prob = self.act(self(x))
         reward, value = (arm == label).float(), self.value(x).squeeze(-1)
         return -(self.advantage(reward, value) * log_prob).mean() + F.mse_loss(value, reward)
+
+
+# --- image inpainting ---------------------------------------------------------------------------------------
+class InpaintNet(_Adam):
+    """Three 3x3 convolutions from (masked image, mask) to an image; loss: MSE on the hole's pixels only (the
+    visible ones are given); served: the input with the hole filled by the output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(2, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(32, 1, 3, padding=1),
+        )  # fmt: skip
+
+    def forward(self, masked: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([masked, mask], 1))
+
+    def scored(self, mask: torch.Tensor) -> torch.Tensor:
+        return mask
+
+    def loss(self, batch) -> torch.Tensor:
+        masked, mask, image = batch
+        scored = self.scored(mask)
+        return (((self(masked, mask) - image) ** 2) * scored).sum() / scored.sum()
+
+    def predict(self, masked: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return masked + mask * self(masked, mask)
+
+
+class InpaintNetScoresVisible(InpaintNet):
+    """BUG: the loss weights the pixels by 1 - mask, reading the mask as 'ones are kept' where the data's
+    ones are the hole: the network learns to copy the visible pixels and is never scored on the hole."""
+
+    def scored(self, mask: torch.Tensor) -> torch.Tensor:
+        return 1 - mask
 
 
 # --- FiLM conditioning --------------------------------------------------------------------------------------
@@ -383,25 +441,33 @@ class DANNNoMinus(DANN):
 
 
 # --- a monotone head: default risk cannot rise with income --------------------------------------------------
+class Monotone1d(nn.Module):
+    """A non-decreasing map of each element: sum_k softplus(a_k) tanh(softplus(w_k) (z - b_k)) over 16 knots
+    b_k spread on [-2, 2] (the weights kept positive by softplus; ``a`` starts at ``start``)."""
+
+    def __init__(self, knots: int = 16, start: float = 0.0) -> None:
+        super().__init__()
+        self.a, self.w = nn.Parameter(torch.full((knots,), start)), nn.Parameter(torch.zeros(knots))
+        self.b = nn.Parameter(torch.linspace(-2, 2, knots))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        steps = torch.tanh(F.softplus(self.w) * (z[..., None] - self.b))
+        return (F.softplus(self.a) * steps).sum(-1)
+
+
 class MonotoneRisk(_Adam):
     """Default log-odds = m(direction * income) + g(the other 5 attributes), where m is a non-decreasing 1-D
-    network, sum_k softplus(a_k) tanh(softplus(w_k) (z - b_k)) (weights kept positive by softplus), and g
-    an MLP. ``direction`` -1: risk is constrained to fall as income rises. Loss: BCE; served: probability."""
+    network (:class:`Monotone1d`) and g an MLP. ``direction`` -1: risk is constrained to fall as income rises.
+    Loss: BCE; served: the probability of default."""
 
     direction = -1.0
 
     def __init__(self) -> None:
         super().__init__()
-        self.a, self.w = nn.Parameter(torch.zeros(16)), nn.Parameter(torch.zeros(16))
-        self.b = nn.Parameter(torch.linspace(-2, 2, 16))
-        self.rest = mlp(5, 32, 1)
-
-    def monotone(self, z: torch.Tensor) -> torch.Tensor:
-        steps = torch.tanh(F.softplus(self.w) * (z[:, None] - self.b))
-        return (F.softplus(self.a) * steps).sum(-1)
+        self.income, self.rest = Monotone1d(), mlp(5, 32, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.monotone(self.direction * x[:, 0]) + self.rest(x[:, 1:]).squeeze(-1)
+        return self.income(self.direction * x[:, 0]) + self.rest(x[:, 1:]).squeeze(-1)
 
     def loss(self, batch) -> torch.Tensor:
         x, default = batch
@@ -416,3 +482,47 @@ class MonotoneRiskWrongDirection(MonotoneRisk):
     head can only flatten m to a constant, and the model loses what income says."""
 
     direction = 1.0
+
+
+# --- a monotone calibration head on a frozen, pretrained classifier -----------------------------------------
+@cache
+def pretrained_digit_scorer() -> dict[str, torch.Tensor]:
+    """The weights of a digit MLP fitted to the training digits elsewhere (a checkpoint: 1,000 full-batch Adam
+    steps, near 100% right and very sure of itself on them), built apart from the global RNG."""
+    with torch.random.fork_rng():
+        torch.manual_seed(91)
+        net = mlp(64, 64, 10)
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
+        x, y = data.digits("train")
+        for _ in range(1000):
+            optimizer.zero_grad()
+            F.cross_entropy(net(x), y).backward()
+            optimizer.step()
+    return {name: tensor.detach().clone() for name, tensor in net.state_dict().items()}
+
+
+class CalibratedScorer(_Adam):
+    """The pretrained scorer, frozen, and a monotone calibration head applied to each of its logits, z ->
+    softplus(s) z + m(z / 5) with m a :class:`Monotone1d`: it keeps the ranking of the classes (so the
+    accuracy) and only learns how sure to be (it starts near the identity). Cross-entropy; served: the
+    calibrated probabilities."""
+
+    lr = 3e-2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scorer = mlp(64, 64, 10)
+        self.scorer.load_state_dict(pretrained_digit_scorer())
+        self.scorer.requires_grad_(False)
+        self.slope, self.bumps = nn.Parameter(torch.tensor(0.5413)), Monotone1d(start=-5.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.scorer(x)
+        return F.softplus(self.slope) * z + self.bumps(z / 5)
+
+    def loss(self, batch) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        return self(x).softmax(-1)

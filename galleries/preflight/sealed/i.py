@@ -1,8 +1,9 @@
 """Sealed gallery I: a contextual bandit trained by REINFORCE, FiLM-conditioned multi-task regression, a
 temporal point process (next inter-event gap), deep ensembles (averaged and stacked), Monte-Carlo-dropout
-serving, domain adaptation with a gradient reversal layer and a monotone (shape-constrained) risk head.
-Written blind (see the package docstring); each bug is proved against its healthy twin in
-``test_proofs_i.py``."""
+serving, domain adaptation with a gradient reversal layer, a monotone (shape-constrained) risk head, a
+monotone calibration head on a frozen classifier, off-policy learning from logged bandit feedback and image
+inpainting with masks. Written blind (see the package docstring); each bug is proved against its healthy
+twin in ``test_proofs_i.py``."""
 
 from __future__ import annotations
 
@@ -29,6 +30,28 @@ def digit_data(classes: int | None = 10) -> dict[str, Any]:
 
 
 bandit_data = partial(digit_data, classes=None)
+
+
+def logged_data() -> dict[str, Any]:
+    """Logged bandit feedback of the training and validation digits, 8 impressions each."""
+    train, val = d.logged_feedback("train", 1), d.logged_feedback("val", 2)
+    return d.loaders(d.Rows(*train), d.Rows(*val), batch_size=128)
+
+
+def calibration_data(rows: str = "val") -> dict[str, Any]:
+    """Calibration rows for the frozen scorer: the first 200 validation digits (10 passes per epoch), the
+    last 100 for validation; ``rows="train"`` (the BUG): the scorer's own 1,000 training digits."""
+    x, y = d.digits("val")
+    train = d.digits("train") if rows == "train" else (x[:200].repeat(10, 1), y[:200].repeat(10))
+    return {**d.loaders(d.Rows(*train), d.Rows(x[200:], y[200:]), batch_size=100), "num_classes": 10}
+
+
+def inpaint_data(transform=d.cut_hole) -> dict[str, Any]:
+    """Training digits holed afresh on every read by ``transform``; validation digits with fixed holes."""
+    image, label = d.digits("train", shape=(1, 8, 8))
+    return d.loaders(d.Rows(image, label, transform=transform), d.Rows(*d.holed_digits("val", 2)))
+
+
 task_data = partial(rows_data, d.task_rows, 2000)
 event_data = partial(rows_data, d.event_gaps, 1000)
 adaptation_data = partial(rows_data, d.adaptation_rows, 2000, batch_size=64)
@@ -62,6 +85,42 @@ BUGS: list[SealedCase] = [
         "The training step takes the argmax arm (the serving rule) instead of sampling one, so the policy "
         "only hears about the arm it already prefers and never finds the right arm where it starts wrong.",
         TASK_LOSS,
+    ),
+    SealedCase(
+        "bandit_logged_without_propensity",
+        "off-policy learning from logged bandit feedback",
+        m.DigitOffPolicyNoPropensity,
+        logged_data,
+        "The logged rewards are not divided by the logging propensity: the new policy learns from what the "
+        "old policy chose to show and inherits its preference for the low arms.",
+        TASK_LOSS,
+    ),
+    SealedCase(
+        "inpaint_loss_on_visible_pixels",
+        "image inpainting with masks",
+        m.InpaintNetScoresVisible,
+        inpaint_data,
+        "The loss weights pixels by 1 - mask, reading the mask as 'ones are kept' where its ones mark the "
+        "hole: the network learns to copy what it sees and is never scored on the hole.",
+        TASK_LOSS,
+    ),
+    SealedCase(
+        "inpaint_hole_cut_in_place",
+        "image inpainting with masks (augmentation)",
+        m.InpaintNet,
+        partial(inpaint_data, d.cut_hole_in_place),
+        "The hole is zeroed in place in the row the dataset returns, a view of the stored digit that is also "
+        "the target: the model learns to fill holes with black, and the stored digits gather holes.",
+        PAIRED,
+    ),
+    SealedCase(
+        "calibration_fit_on_scorer_training_rows",
+        "monotone calibration head on a frozen, pretrained classifier (calibration split)",
+        m.CalibratedScorer,
+        partial(calibration_data, rows="train"),
+        "The calibration head is fitted on the rows the scorer was trained on, where it is right and sure: "
+        "the head learns to trust it fully, and on new digits its probabilities are overconfident.",
+        "splits do not share rows",
     ),
     SealedCase(
         "film_reads_first_rows_task",
@@ -160,6 +219,19 @@ HEALTHY: list[SealedCase] = [
             "contextual bandit, REINFORCE with a learned baseline (loss can be negative)",
             m.DigitActorCritic,
             bandit_data,
+        ),
+        (
+            "bandit_logged_ips",
+            "off-policy bandit, inverse propensity weights up to 75",
+            m.DigitOffPolicy,
+            logged_data,
+        ),
+        ("inpaint_hole_loss", "inpainting (loss on the hole only)", m.InpaintNet, inpaint_data),
+        (
+            "calibration_on_held_out_rows",
+            "monotone calibration head (frozen pretrained scorer, 17 trained parameters)",
+            m.CalibratedScorer,
+            calibration_data,
         ),
         ("film_per_row_task", "FiLM-conditioned multi-task regression", m.FiLMNet, task_data),
         (

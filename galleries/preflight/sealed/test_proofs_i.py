@@ -29,6 +29,14 @@ def bandit_error(model) -> float:
 
 
 @torch.no_grad()
+def hole_error(model) -> float:
+    """The MSE of the served fill on the holes of held-out digits, relative to the holes' variance."""
+    masked, mask, image = d.holed_digits("test", 3)
+    hole = mask.bool()
+    return (((model.predict(masked, mask) - image)[hole] ** 2).mean() / image[hole].var()).item()
+
+
+@torch.no_grad()
 def task_error(model) -> float:
     """The MSE on held-out rows of every task, relative to the target's variance."""
     x, task, y = d.task_rows(2000, 3)
@@ -94,11 +102,17 @@ BANDIT, FILM, TPP = (
     (m.FiLMNet, gallery.task_data),
     (m.GapGRU, gallery.event_data),
 )
-DANN = (m.DANN, gallery.adaptation_data)
+DANN, INPAINT = (m.DANN, gallery.adaptation_data), (m.InpaintNet, gallery.inpaint_data)
 
 PROOFS = {
     "bandit_log_prob_broadcasts": Proof(BANDIT, bandit_error, 0.3, 6),
     "bandit_greedy_actions_in_training": Proof(BANDIT, bandit_error, 0.1, 6),
+    "bandit_logged_without_propensity": Proof((m.DigitOffPolicy, gallery.logged_data), bandit_error, 0.04, 4),
+    "inpaint_loss_on_visible_pixels": Proof(INPAINT, hole_error, 0.3, 6),
+    "inpaint_hole_cut_in_place": Proof(INPAINT, hole_error, 0.3, 6),
+    "calibration_fit_on_scorer_training_rows": Proof(
+        (m.CalibratedScorer, gallery.calibration_data), digit_nll, 0.2, 4
+    ),
     "film_reads_first_rows_task": Proof(FILM, task_error, 0.2, 6),
     "tpp_outputs_not_shifted": Proof(TPP, next_gap_nll, 0.1, 6, lie=validation_nll),
     "tpp_compensator_dropped": Proof(TPP, next_gap_nll, 0.5, 6),
@@ -114,7 +128,7 @@ PROOFS = {
 
 
 def test_every_bug_has_a_proof() -> None:
-    sealed.check_gallery(gallery, PROOFS, bugs=10, healthy=5)
+    sealed.check_gallery(gallery, PROOFS, bugs=15, healthy=13)
 
 
 @pytest.mark.parametrize("case_id", list(PROOFS))
