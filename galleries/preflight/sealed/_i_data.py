@@ -1,7 +1,8 @@
 """Sealed gallery I's data: small seeded synthetic sets (conditioned regression tasks, bursty event streams, a
 source and a shifted target domain, credit rows with a monotone feature) and scikit-learn's digits (as a
-contextual bandit, and for ensembles and MC dropout). Every builder is deterministic (its own generator);
-random augmentation at read time draws from the global RNG."""
+contextual bandit, as logged bandit feedback, with holes to inpaint, and for ensembles, MC dropout and
+calibration). Every builder is deterministic (its own generator); random augmentation at read time draws
+from the global RNG."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ def _task_directions() -> torch.Tensor:
 
 
 def task_rows(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``n`` rows of 8 features, a task id (0..3) and the target of that task: sin(1.5 a_t . x) + 0.5 (a_t .
-    x)^2 / 2 with a task's own unit direction a_t (+ noise 0.05): tasks disagree, so the id is needed."""
+    """``n`` rows of 8 features, a task id (0..3) and the target of that task: sin(1.5 a_t . x) + 0.25 (a_t .
+    x)^2 with a task's own unit direction a_t (+ noise 0.05): tasks disagree, so the id is needed."""
     g = _gen(seed)
     x, task = torch.randn(n, FEATURES, generator=g), torch.randint(TASKS, (n,), generator=g)
     along = (x * _task_directions()[task]).sum(1)
@@ -94,8 +95,8 @@ IMPRESSIONS = 8
 
 
 def logging_policy() -> torch.Tensor:
-    """The production policy that logged the data: a context-free preference for the low arms (0.27 for arm
-    0 down to 0.013 for arm 9)."""
+    """The production policy that logged the data: a context-free preference for the low arms (0.29 for arm
+    0 down to 0.015 for arm 9)."""
     return torch.softmax(torch.linspace(1.5, -1.5, 10), 0)
 
 

@@ -89,7 +89,7 @@ class DigitBanditGreedy(DigitBandit):
 
 class DigitOffPolicy(DigitBandit):
     """The same policy learnt off-policy from logged feedback (pixels, arm, reward, logged propensity):
-    inverse propensity scoring, -mean(reward / propensity * log pi(arm | x)); rows weigh up to 75."""
+    inverse propensity scoring, -mean(reward / propensity * log pi(arm | x)); rows weigh up to 68."""
 
     def weight(self, reward: torch.Tensor, propensity: torch.Tensor) -> torch.Tensor:
         return reward / propensity

@@ -222,14 +222,14 @@ HEALTHY: list[SealedCase] = [
         ),
         (
             "bandit_logged_ips",
-            "off-policy bandit, inverse propensity weights up to 75",
+            "off-policy bandit, inverse propensity weights up to 68",
             m.DigitOffPolicy,
             logged_data,
         ),
         ("inpaint_hole_loss", "inpainting (loss on the hole only)", m.InpaintNet, inpaint_data),
         (
             "calibration_on_held_out_rows",
-            "monotone calibration head (frozen pretrained scorer, 17 trained parameters)",
+            "monotone calibration head (frozen pretrained scorer, 49 trained parameters)",
             m.CalibratedScorer,
             calibration_data,
         ),
