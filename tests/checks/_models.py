@@ -59,7 +59,21 @@ class MLP(pl.LightningModule):
         return torch.optim.AdamW(self.parameters(), lr=self.lr)
 
 
-class Regressor(pl.LightningModule):
+class AdamModule(pl.LightningModule):
+    """A LightningModule trained by Adam at lr 1e-2 (the tests' modules subclass it)."""
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+class SGDModule(pl.LightningModule):
+    """A LightningModule trained by SGD at lr 0.1."""
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class Regressor(AdamModule):
     """A healthy regression MLP with MSE; batches are ``{"x": ..., "y": ...}`` dicts."""
 
     def __init__(self) -> None:
@@ -71,9 +85,6 @@ class Regressor(pl.LightningModule):
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         return F.mse_loss(self(batch["x"]), batch["y"])
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 class _DictDataset(torch.utils.data.Dataset):

@@ -22,6 +22,8 @@ from lightning_recipes.checks import (
     preflight,
 )
 
+from ._models import AdamModule
+
 
 class _Module(pl.LightningModule):
     def __init__(self, net: nn.Module) -> None:
@@ -269,7 +271,7 @@ class RunningNormaliser(nn.Module):
         return (x - mean) / (var + 1e-5).sqrt()
 
 
-class Regressor(pl.LightningModule):
+class Regressor(AdamModule):
     def __init__(self, normaliser: nn.Module, mix: bool = False) -> None:
         super().__init__()
         self.net = nn.Sequential(normaliser, nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 1))
@@ -286,9 +288,6 @@ class Regressor(pl.LightningModule):
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         x, y = batch
         self.log("val_loss", F.mse_loss(self(x), y))
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 def _sensors(n: int = 256) -> DataLoader:
@@ -323,7 +322,7 @@ def test_validation_reading_statistics_kept_by_hand_is_not_judged():
     assert "running statistics kept by net.0" in result.summary
 
 
-class Preference(pl.LightningModule):
+class Preference(AdamModule):
     """A Bradley-Terry reward model on (chosen, rejected) pairs: the target, "the first wins", is always 1."""
 
     def __init__(self) -> None:
@@ -334,9 +333,6 @@ class Preference(pl.LightningModule):
         chosen, rejected, first_wins = batch
         margin = (self.reward(chosen) - self.reward(rejected)).squeeze(-1)
         return F.binary_cross_entropy_with_logits(margin, first_wins)
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 def _preferences(shuffled_target: bool = False, n: int = 512) -> DataLoader:

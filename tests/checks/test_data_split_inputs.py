@@ -15,6 +15,8 @@ from galleries.preflight.families._data_models import MLP, digits, gaussian, loa
 from lightning_recipes.checks import preflight
 from lightning_recipes.testing import DigitsCNN
 
+from ._models import SGDModule
+
 RAMP = torch.linspace(0, 1, 8)  # a left-to-right brightness ramp: a flip changes the image
 
 
@@ -86,7 +88,7 @@ def test_a_watermark_pixel_in_training_images_only_fails_and_in_both_passes():
     assert _data(loaders(marked, y, marked_val, y_val)).status == "pass"
 
 
-class _TokenClassifier(pl.LightningModule):
+class _TokenClassifier(SGDModule):
     def __init__(self, vocab: int = 50, classes: int = 3) -> None:
         super().__init__()
         self.embed, self.head = nn.EmbeddingBag(vocab, 16), nn.Linear(16, classes)
@@ -97,9 +99,6 @@ class _TokenClassifier(pl.LightningModule):
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         ids, y = batch
         return F.cross_entropy(self(ids), y)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
 def test_a_token_position_that_marks_the_label_in_training_only_fails():

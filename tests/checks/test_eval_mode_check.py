@@ -17,6 +17,8 @@ from lightning_recipes.checks import CheckContext, preflight
 from lightning_recipes.checks.model.eval_mode_check import EvalModeCheck
 from lightning_recipes.testing import fast_trainer
 
+from ._models import SGDModule
+
 
 @pytest.mark.parametrize("case", gallery.BUGS, ids=lambda c: c.id)
 def test_gallery_bug_fails_with_the_culprit_named(case):
@@ -63,7 +65,7 @@ class _Inner(nn.Module):
         return self.head(hidden)
 
 
-class WrappedNoForward(pl.LightningModule):
+class WrappedNoForward(SGDModule):
     """The Hugging Face shape: ``self.model``, no ``forward``, dict batches; optional masking in the step."""
 
     def __init__(self, noisy: bool = False, mask_in_step: bool = False) -> None:
@@ -76,9 +78,6 @@ class WrappedNoForward(pl.LightningModule):
         if self.mask_in_step:  # random input masking in the step (legitimate, not forward's business)
             x = x * (torch.rand_like(x) > 0.2)
         return F.cross_entropy(self.model(x), batch["labels"])
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
 def _dict_loader() -> DataLoader:
@@ -159,7 +158,7 @@ def test_as_callback_warns_and_training_continues(tmp_path):
     assert trainer.global_step == 2 and check.failed_on_any_rank
 
 
-class _LengthsModel(pl.LightningModule):
+class _LengthsModel(SGDModule):
     """``forward(x, lengths)``: a masked mean over the real steps, then a linear head; ``noisy`` adds noise in
     ``forward`` whatever the mode (the eval-mode bug)."""
 
@@ -179,9 +178,6 @@ class _LengthsModel(pl.LightningModule):
         x, lengths, y = batch
         return torch.nn.functional.cross_entropy(self(x, lengths), y)
 
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
 
 def _lengths_loader() -> torch.utils.data.DataLoader:
     g = torch.Generator().manual_seed(0)
@@ -199,7 +195,7 @@ def test_a_forward_taking_lengths_is_observed_through_training_step(noisy, statu
     assert result["eval_mode"].status == status, result["eval_mode"].message
 
 
-class _PairScorer(pl.LightningModule):
+class _PairScorer(SGDModule):
     """User and item embeddings scored by a dot product; the step samples a negative item per row (BPR)."""
 
     def __init__(self, noisy: bool = False) -> None:
@@ -214,9 +210,6 @@ class _PairScorer(pl.LightningModule):
         users, liked = batch[0].unbind(1)
         other = torch.randint(30, liked.shape)
         return -F.logsigmoid(self(users, liked) - self(users, other)).mean()
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
 @pytest.mark.parametrize("noisy", [False, True])
@@ -273,7 +266,7 @@ def test_a_state_set_from_every_input_fails_even_when_one_batch_sets_the_same_va
     assert result.details["changed_state"] == ["centre"] and not result.details["initialised_state"]
 
 
-class _DictForward(pl.LightningModule):
+class _DictForward(SGDModule):
     """``forward(batch)`` reads a dict batch (inputs, target, an integer ``row_id`` as metadata) whole, as the
     step calls it; ``functional`` drops features with ``F.dropout(x, 0.3)``, active in eval too (the bug)."""
 
@@ -286,9 +279,6 @@ class _DictForward(pl.LightningModule):
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         return F.cross_entropy(self(batch), batch["labels"])
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
 @pytest.mark.parametrize(("functional", "status"), [(False, "pass"), (True, "fail")])

@@ -19,6 +19,8 @@ from lightning_recipes.checks.loss.loss_check import LossCheck
 from lightning_recipes.checks.report import SUMMARY_LIMIT
 from lightning_recipes.testing import fast_trainer
 
+from ._models import AdamModule
+
 IN, C = 8, 4
 
 
@@ -57,7 +59,7 @@ def _run(model: pl.LightningModule, loader: DataLoader, **kwargs: Any) -> Any:
     return preflight(model, train_dataloaders=loader, checks=[LossCheck(**kwargs)], num_threads=1)["loss"]
 
 
-class Classifier(pl.LightningModule):
+class Classifier(AdamModule):
     """An MLP classifier; each case passes its ``loss_fn(out, y)`` (or overrides ``loss``)."""
 
     def __init__(self, classes: int = C, loss_fn: Any = F.cross_entropy) -> None:
@@ -75,9 +77,6 @@ class Classifier(pl.LightningModule):
         x, y = batch
         return self.loss(self(x), y)
 
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
-
 
 # ---------------------------------------------------------------- 1. every target value moves the loss
 def _ce(**kwargs: Any) -> Any:
@@ -85,7 +84,7 @@ def _ce(**kwargs: Any) -> Any:
     return lambda out, y: F.cross_entropy(out, y, **kwargs)
 
 
-class TokenModel(pl.LightningModule):
+class TokenModel(AdamModule):
     """A next-token model over padded sequences; the loss ignores ``ignore`` (the padding)."""
 
     def __init__(self, ignore: int, vocab: int = 12) -> None:
@@ -101,9 +100,6 @@ class TokenModel(pl.LightningModule):
         x, y = batch
         logits = self(x)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=self.ignore)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 def _minus_100_loader() -> DataLoader:
@@ -180,7 +176,7 @@ class SoftmaxIntoCrossEntropy(Classifier):
         return self.net(x).softmax(-1)
 
 
-class MultiLabel(pl.LightningModule):
+class MultiLabel(AdamModule):
     """Multi-label heads: ``activation`` picks a healthy head or one with a floor (see the
     parametrization)."""
 
@@ -201,9 +197,6 @@ class MultiLabel(pl.LightningModule):
         if self.activation == "double":
             return F.binary_cross_entropy(torch.sigmoid(torch.sigmoid(z)), y)
         return F.binary_cross_entropy(torch.sigmoid(z), y)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 def test_probabilities_into_cross_entropy_fail_with_the_floor():
@@ -233,7 +226,7 @@ def test_multi_label_floors_sigmoid_into_logits_softmax_double_sigmoid_fail(acti
 
 
 # ---------------------------------------------------------------- 3. regression targets off unit scale
-class Regressor(pl.LightningModule):
+class Regressor(AdamModule):
     """An MLP regressor; ``loss_fn(out, y)`` is the case's loss (MSE unless given)."""
 
     def __init__(
@@ -252,9 +245,6 @@ class Regressor(pl.LightningModule):
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         x, y = batch
         return self.loss_fn(self(x), y)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 # ---------------------------------------------------------------- 4. bounded below
@@ -283,7 +273,7 @@ def _log_likelihood(out: Tensor, y: Tensor) -> Tensor:
     return out.log_softmax(-1).gather(1, y[:, None]).mean()
 
 
-class GaussianNLL(pl.LightningModule):
+class GaussianNLL(AdamModule):
     """A Gaussian negative log-likelihood with a learned variance: negative once fitted, yet bounded."""
 
     def __init__(self) -> None:
@@ -297,9 +287,6 @@ class GaussianNLL(pl.LightningModule):
         x, y = batch
         mean, log_var = self(x).unbind(-1)
         return F.gaussian_nll_loss(mean, y, log_var.exp())
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 def test_the_ray_rule_reads_growth_not_sign():
@@ -328,7 +315,7 @@ def test_unsupported_setups_skip_with_the_reason(model):
 
 
 # ---------------------------------------------------------------- outputs that are already normalised
-class LogSoftmaxLM(pl.LightningModule):
+class LogSoftmaxLM(AdamModule):
     """Like Lightning's demo transformer: forward returns log-probabilities, flattened; the loss is nll_loss.
     Moving the log-probabilities freely would make nll_loss look unbounded: the ray moves the logits."""
 
@@ -346,9 +333,6 @@ class LogSoftmaxLM(pl.LightningModule):
         x, y = batch
         loss = F.nll_loss(self(x), y.reshape(-1))
         return -loss if self.negate else loss
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 class SigmoidOutput(MultiLabel):
@@ -384,7 +368,7 @@ class Wrapped(nn.Module):
         return {"logits": logits, "loss": F.cross_entropy(logits, labels)}
 
 
-class WrappedModel(pl.LightningModule):
+class WrappedModel(AdamModule):
     def __init__(self, sign: float = 1.0) -> None:
         super().__init__()
         self.sign = sign
@@ -393,9 +377,6 @@ class WrappedModel(pl.LightningModule):
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         x, y = batch
         return self.sign * self.model(x, labels=y)["loss"]
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 def test_a_non_finite_loss_skips_and_says_why():
@@ -414,7 +395,7 @@ def test_a_hand_written_loss_is_judged_on_boundedness_only():
     assert result.details["loss_function"] is None
 
 
-class TaggerWithMask(pl.LightningModule):
+class TaggerWithMask(AdamModule):
     """Token tagging from dict batches; the label 5 marks the positions the attention mask hides (scattered,
     not trailing), and the loss ignores it: padding, judged by the mask entry."""
 
@@ -427,9 +408,6 @@ class TaggerWithMask(pl.LightningModule):
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         logits = self.head(self.embed(batch["input_ids"]) * batch["attention_mask"][..., None])
         return F.cross_entropy(logits.transpose(1, 2), batch["labels"], ignore_index=self.ignore)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 class _Tagging(torch.utils.data.Dataset):

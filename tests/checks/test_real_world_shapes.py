@@ -21,6 +21,8 @@ from lightning_recipes.checks import (
 )
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 
+from ._models import SGDModule
+
 
 def _context(model: pl.LightningModule, data: dict[str, Any], **keys: Any) -> CheckContext:
     return CheckContext(model, data["train_dataloaders"], data.get("val_dataloaders"), **keys)
@@ -57,7 +59,7 @@ class _Inner(nn.Module):
         self.unused = nn.Linear(4, 4)
 
 
-class DeepCall(pl.LightningModule):
+class DeepCall(SGDModule):
     """``training_step`` calls a grandchild (``self.model.net``): no direct child ever runs."""
 
     def __init__(self) -> None:
@@ -67,9 +69,6 @@ class DeepCall(pl.LightningModule):
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         x, y = batch
         return F.cross_entropy(self.model.net(x), y)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
 def test_a_nested_call_is_observed_at_the_outermost_module_that_ran():
