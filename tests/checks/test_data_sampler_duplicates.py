@@ -1,5 +1,4 @@
-"""The ``data`` check judges repeated samples on the dataset's distinct indices: a sampler that draws with
-replacement repeats indices, which is not repeated data (issue #24)."""
+"""``data`` judges repeats on distinct indices: a sampler drawing with replacement is not repeated data."""
 
 from __future__ import annotations
 

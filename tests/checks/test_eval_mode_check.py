@@ -189,8 +189,7 @@ def _lengths_loader() -> torch.utils.data.DataLoader:
 
 @pytest.mark.parametrize(("noisy", "status"), [(False, "pass"), (True, "fail")])
 def test_a_forward_taking_lengths_is_observed_through_training_step(noisy, status):
-    """Issue #24: ``forward(x, lengths)`` cannot be called as ``forward(x)``; the check reads the output while
-    ``training_step`` runs instead of ending in an error."""
+    """``forward(x, lengths)`` is observed while ``training_step`` runs, not called as ``forward(x)``."""
     result = preflight(_LengthsModel(noisy), train_dataloaders=_lengths_loader(), checks=["eval_mode"])
     assert result["eval_mode"].status == status, result["eval_mode"].message
 
@@ -283,8 +282,7 @@ class _DictForward(SGDModule):
 
 @pytest.mark.parametrize(("functional", "status"), [(False, "pass"), (True, "fail")])
 def test_a_forward_taking_the_whole_dict_batch_is_judged_as_the_step_calls_it(functional, status):
-    """Sealed gallery F: ``forward(batch)`` cannot take the input tensor alone (it indexes the dict), so the
-    check reads the output while ``training_step`` calls it, instead of ending ``inconclusive``."""
+    """``forward(batch)`` (it cannot take the input alone) is observed while ``training_step`` calls it."""
     x, y = gaussian(64, 0)
     rows = [{"x": x[i], "labels": y[i], "row_id": i} for i in range(64)]
     result = EvalModeCheck().run(CheckContext(_DictForward(functional), DataLoader(rows, batch_size=16)))

@@ -59,8 +59,7 @@ def test_frozen_layer_inside_the_optimizer_warns_and_says_so():
 
 
 def test_the_retries_are_fixed_work_not_cut_by_the_time_budget():
-    """TinyClassifier's zero head gives its body zero gradients at step 0; a spent time budget no longer cuts
-    the retries short (issue #34: the verdict does not depend on machine load)."""
+    """A spent time budget does not cut the retries (TinyClassifier's zero head: no body gradient at 0)."""
     from lightning_recipes.testing import TinyClassifier
 
     with time_budget(0.0):
@@ -70,8 +69,7 @@ def test_the_retries_are_fixed_work_not_cut_by_the_time_budget():
 
 
 def test_model_and_loop_summaries_are_one_short_sentence():
-    """#34: every result of the model and loop checks is a summary of at most 120 characters and, when not
-    a pass, one action; on the legacy gallery's bugs and a healthy model."""
+    """Model and loop checks on the legacy bugs and a healthy model: short summaries, an action."""
     from galleries.preflight.families import legacy
     from lightning_recipes.checks.report import SUMMARY_LIMIT
 
@@ -187,8 +185,7 @@ def _derivative(make, *args):
 
 
 def test_a_wrong_custom_backward_warns_and_names_the_tensors_and_the_function_behind_it():
-    """Sealed gallery F's bug: stage one saw finite, non-zero gradients everywhere. A hand-written backward
-    may edit the gradient on purpose (a reversal layer), so the mismatch through one warns, naming it."""
+    """A mismatch through a hand-written backward (maybe on purpose) warns, naming it."""
     result, found = _derivative(Activated, _SoftplusWrongBackward.apply)
     assert result.status == "warn", result.message
     assert found["mismatch"] == ["net.0.weight", "net.0.bias"], found
@@ -314,7 +311,6 @@ def test_a_float16_cast_inside_is_not_compared_and_says_why():
 
 
 def test_a_tensor_made_float_inside_is_compared_in_float64():
-    """``.float()`` (a mask, a one-hot, a constant matrix) means float64 during the comparison; before, the
-    matmul of float32 and float64 raised and the stage did not compare (8 gallery models)."""
+    """``.float()`` inside (a mask, a one-hot, a constant matrix) means float64 in the comparison."""
     result, found = _derivative(Activated, lambda h: torch.tanh(h) @ torch.eye(h.shape[-1]).float())
     assert result.status == "pass" and found["compared"], (result.message, found)

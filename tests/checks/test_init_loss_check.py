@@ -240,8 +240,7 @@ class _Pinball(M.MLPClassifier):
     "model", [_Distilled, _InfoNCE, _Pinball], ids=["distillation", "infonce", "pinball"]
 )
 def test_a_loss_whose_value_at_init_is_not_known_is_skipped_never_failed(model):
-    """Issue #34: a distillation loss failed for not being ln C. Unknown losses abstain, whatever
-    `num_classes` the preflight was given."""
+    """Unknown losses (distillation) abstain, whatever `num_classes` the preflight was given."""
     result = preflight(model(), **M.classification_data(), num_classes=4, checks=[InitLossCheck()])[0]
     assert result.status == "skip", result.message
     assert "no known value at init" in result.summary or "no single loss call" in result.summary

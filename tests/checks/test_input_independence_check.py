@@ -64,8 +64,7 @@ def test_a_learning_model_passes_against_both_controls() -> None:
 
 
 def test_shuffled_labels_with_clean_validation_fail() -> None:
-    """Issue #34: labels through an independent permutation in training only, a clean validation set; held-out
-    loss with real inputs is no better than with none, and the pairs fit no faster than permuted ones."""
+    """Labels permuted in training only, clean validation: both controls fail it."""
     clean = M.loader(n=512, shuffle=False, seed=3)
     x, y = clean.dataset.tensors
     shuffled = y[torch.randperm(len(y), generator=torch.Generator().manual_seed(1))]
@@ -115,8 +114,7 @@ def _token_data(seed: int) -> DataLoader:
 
 
 def test_a_model_that_raises_on_zero_length_inputs_is_judged_not_errored() -> None:
-    """Issue #34's seq2seq: zeroing the source made packing raise and the check an `error`. The inputs are
-    now removed by giving each sample another sample's input, which keeps every length valid."""
+    """Inputs are removed by giving each sample another's input, which keeps every length valid."""
     result = _run(Packed(), train_dataloaders=_token_data(0), val_dataloaders=_token_data(1))
     assert result.status == "pass", result.message
 
@@ -159,8 +157,7 @@ def test_loss_drop_is_learning_beyond_the_losss_own_noise(losses, num_batches, f
 
 
 def test_healthy_data_split_by_subject_is_not_blamed_on_the_labels() -> None:
-    """Issue #24: the check's small copy memorises subjects, so held-out loss with real inputs is worse than
-    with none. The permuted-target control tells it from shuffled labels: the real pairs fit faster."""
+    """Subjects memorised by the small copy: the permuted-target control tells it from shuffled labels."""
     from galleries.preflight.stage.data_stages import HEALTHY
 
     (case,) = [c for c in HEALTHY if c.id == "st_ok_repeat_measurements_split_by_subject"]
@@ -265,10 +262,7 @@ class ClassConditionalDecoder(TinyClassifier):
 
 @pytest.mark.parametrize("sorted_apart", [True, False])
 def test_the_permuted_target_control_decides_when_moved_inputs_do_worse(sorted_apart: bool) -> None:
-    """Issue #34 (sealed F): images sorted by ink for a curriculum, their labels not. Held out, the real
-    inputs beat moved ones (any input the model has seen beats one it has not), but the real pairs do no
-    better than permuted ones within a bound under ``min_improvement``: that control decides, a fail. The
-    images kept with their labels pass."""
+    """Images sorted by ink, labels not: the permuted-target control decides (fail); kept together: pass."""
     from sklearn.datasets import load_digits
 
     x, y = (torch.as_tensor(a) for a in load_digits(return_X_y=True))

@@ -71,8 +71,7 @@ def test_submodule_missing_from_the_optimizer_fails_with_its_names():
 
 
 def test_a_spent_budget_does_not_cut_the_trial_short():
-    """Fixed work (#34): the trial is never judged on the steps a busy machine allowed; past its safety cap
-    the check is inconclusive, saying so."""
+    """Fixed work: past its safety cap the check is inconclusive, saying so."""
     result = _run(M.AutoMLP(), time_budget=1e-6)
     if result.status == "inconclusive":
         assert result.details["stopped_by_budget"] is True

@@ -1,5 +1,4 @@
-"""What the preflight shows in a terminal (issue #26): one line per check unless verbose, one transient
-progress line that can be silenced, and no warning flood on a ``torch.compile``'d model."""
+"""What the preflight shows in a terminal: a line per check, a silenceable progress line, no warning flood."""
 
 from __future__ import annotations
 
@@ -124,9 +123,7 @@ def test_a_compiled_model_gets_no_global_hook_no_warning_flood_and_no_graph_brea
 
 @pytest.mark.parametrize("how", ["in_place", "whole"])
 def test_a_model_compiled_in_place_or_whole_is_checked_as_the_module_itself(how: str) -> None:
-    """Issue 32: a copy of a module compiled in place (``module.compile()``) ran the original's compiled call,
-    so no copy's parameter got a gradient (grad_flow failed a healthy model); ``torch.compile(module)`` was
-    refused as "not a LightningModule"."""
+    """A module compiled in place (``module.compile()``) or whole (``torch.compile``) is checked as itself."""
     import torch._dynamo.utils as dynamo_utils
 
     torch._dynamo.reset()

@@ -97,8 +97,7 @@ def test_soft_capped_logits_are_not_flagged():
 
 
 def test_label_smoothing_target_is_measured_from_the_floor():
-    """Smoothing 0.3 over 4 classes has a floor of 0.78 = 0.56 x ln 4: above 0.3 x initial, so before this
-    a healthy model could never pass. The target is now floor + 0.3 x (initial - floor)."""
+    """Smoothing 0.3 over 4 classes (floor 0.78): the target is floor + 0.3 x (initial - floor)."""
 
     class Smoothed(M.MLPClassifier):
         def loss(self, output, target):
@@ -163,8 +162,6 @@ class _Bottleneck(OptimizerRecipeMixin, pl.LightningModule):
 
 
 def test_weights_frozen_by_finetune_schedule_are_named_not_the_learning_rate() -> None:
-    """Issue 32 #9: before, the fit short of its target with the backbone frozen by FinetuneSchedule read
-    "Likely causes: a small learning rate ... Try: ... a larger learning rate" (or ran the LR probe)."""
     torch.manual_seed(0)
     pre = Preflight(checks=["overfit_batch"], print_report=False, on_fail="warn")
     schedule = FinetuneSchedule(["backbone"], unfreeze_at_epoch=1)
@@ -234,8 +231,7 @@ def test_probability_targets_are_fitted_to_their_entropy_not_to_zero():
 
 
 def test_a_hand_written_loss_that_falls_short_of_a_fixed_share_abstains_never_fails():
-    """ListNet (sealed gallery E's false alarm): the same soft cross-entropy written by hand falls ~20%,
-    its floor unknown to the check: inconclusive, saying so."""
+    """ListNet: the soft cross-entropy written by hand, its floor unknown to the check."""
     torch.manual_seed(0)
     data = _soft_target_data()
     result = preflight(_HandWrittenSoftTargetCE(), **data, checks=[OverfitBatchCheck()])["overfit_batch"]

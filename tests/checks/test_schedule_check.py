@@ -249,8 +249,7 @@ def test_unknown_length_is_inconclusive_asking_for_max_epochs():
 
 
 def test_unknown_length_warns_on_a_collapse_in_epoch_0_that_holds_for_any_run_of_2_to_20_epochs():
-    """Sealed F: a per-epoch decay stepped per step collapses in epoch 0: warn with no length, judged with
-    one."""
+    """A per-epoch decay stepped per step collapses in epoch 0: warn with no length, judged with one."""
     result = schedule("exponential_meant_per_epoch_per_step")
     assert result.status == "warn", result.message
     assert result.details["collapse_step"] == 6 and result.details["steps_per_epoch"] == LOADER_BATCHES
@@ -462,8 +461,7 @@ class SteppedByHandToo(TinyClassifier):
 @pytest.mark.parametrize(("by_hand", "status"), [(True, "fail"), (False, "pass")], ids=["by-hand", "twin"])
 @pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step()`")
 def test_a_scheduler_the_step_also_steps_leaves_its_declared_schedule_in_a_trial_fit(by_hand, status):
-    """#34: the schedule is observed in the shared trial fit, not only read from the configuration; the
-    bug shows whether or not the planned length is known."""
+    """The schedule is observed in the shared trial fit, with or without a planned length."""
     for length in ({"max_epochs": 20}, {}):
         result = preflight(
             SteppedByHandToo(by_hand),

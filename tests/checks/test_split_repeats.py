@@ -44,8 +44,7 @@ def _cosine_between_repeats(x: Tensor, repeats: int = 4) -> float:
 
 @pytest.mark.parametrize("sigma", [0.1, 0.25])
 def test_subject_repeats_split_at_random_fail(sigma):
-    """Before issue 24 these passed: the repeats sit at cosine 0.94-0.99, under the fixed 0.99, and the
-    training set's own repeats raised the chance rate."""
+    """Repeats at cosine 0.94-0.99 (under a fixed 0.99) split at random fail."""
     x, y = _subjects(sigma)
     assert 0.93 < _cosine_between_repeats(x) < 0.995
     result = _run(MLP(), _random_split(x, y))

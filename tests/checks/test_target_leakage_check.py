@@ -170,8 +170,7 @@ def test_as_a_callback_a_leaking_label_column_stops_fit_before_training(tmp_path
 
 
 def test_a_loss_that_ignores_the_target_is_not_judged_by_it():
-    """An autoencoder on digits whose label sits in pixel (0, 0): the label decides nothing for a loss that
-    never reads it, so the single-feature and too-good tests do not apply (they used to fail it)."""
+    """A label in pixel (0, 0) of an autoencoder's digits decides nothing for a loss that never reads it."""
     # the label is named: the loss consumes the image (an autoencoder), so by default the target is the input
     # and every leakage test is reported as not applicable (skip)
     result = _run(M.DigitsAutoencoder(), M.digits_data(leak=True), TargetLeakageCheck(target_key=1))
@@ -243,8 +242,7 @@ def test_results_match_those_saved(name):
 
 
 def test_manual_optimisation_is_judged_on_what_can_run_not_an_error():
-    """A manual-optimisation step calls ``self.optimizers()``, which raises on a copy with no Trainer: the
-    probes that replay ``training_step`` say "not tested"; the data-only probe still judges (was an error)."""
+    """Manual optimisation: the probes replaying the step are "not tested", the data-only probe judges."""
     from tests.checks._models import ManualOptimization, loader
 
     result = preflight(ManualOptimization(), train_dataloaders=loader(), checks=["target_leakage"])[

@@ -68,8 +68,7 @@ def test_an_exception_in_a_check_is_a_visible_error_not_a_skip():
 
 
 def test_user_code_raising_on_the_copy_makes_the_check_abstain_not_error():
-    """Understand or abstain (#34): the model's own code raising on a copy run outside the Trainer is the
-    check's limit, not a verdict and not the check's error: ``inconclusive``, naming where and what to do."""
+    """User code raising on a copy outside the Trainer: ``inconclusive``, saying where and what to do."""
     report = _run(Passes(), model=NeedsATrainer())
     assert report.ok  # the check that does not run user code judged the model
     from lightning_recipes.checks import InitLossCheck
