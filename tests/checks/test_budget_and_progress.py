@@ -123,7 +123,6 @@ def test_a_cooperative_check_ends_at_its_budget_and_says_so():
 
 
 def test_a_check_that_ignores_its_budget_is_stopped_at_the_hard_limit_inconclusive():
-    """Issue #24 (main 4b24ce3): a budget stop is `inconclusive` (it was a `skip`): the check ran."""
     check = StubbornCheck()
     model, data = M.MLP(), _data()
     hooks_before = len(nn.modules.module._global_forward_pre_hooks)
@@ -136,7 +135,6 @@ def test_a_check_that_ignores_its_budget_is_stopped_at_the_hard_limit_inconclusi
     assert 0 < check.done < 10**8 - 1
     assert result.seconds >= hard_limit(0.1)
     assert report.ok and report["init_loss"].status == "pass"  # the next check runs normally
-    # nothing left behind: the global hook is gone and the caller's RNG is untouched
     assert len(nn.modules.module._global_forward_pre_hooks) == hooks_before
     assert torch.equal(rng_before, torch.get_rng_state())
     nn.Linear(2, 2)(torch.zeros(1, 2))
@@ -187,7 +185,6 @@ def test_the_hard_stop_applies_only_to_the_thread_that_opened_the_budget():
 
 
 def test_progress_lines_name_each_check_its_status_and_seconds(caplog):
-    # issue #26: the lines are logged at DEBUG; the terminal gets one transient line (test_output.py)
     with caplog.at_level(logging.DEBUG, logger="lightning.pytorch"):
         report = _tiny(checks=["data", "init_loss"])
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("preflight [")]

@@ -80,11 +80,8 @@ class PackedGRU(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.embed, self.gru, self.head = (
-            nn.Embedding(12, 16, padding_idx=0),
-            nn.GRU(16, 16),
-            nn.Linear(16, 3),
-        )
+        self.embed = nn.Embedding(12, 16, padding_idx=0)
+        self.gru, self.head = nn.GRU(16, 16), nn.Linear(16, 3)
 
     def forward(self, tokens: Tensor) -> Tensor:
         lengths = (tokens != 0).sum(1)
@@ -174,8 +171,7 @@ def _images(n: int, seed: int) -> Tensor:
 
 
 class MaskedReconstruction(TinyClassifier):
-    """``(image, mask)`` batches: masked pixels hidden and scored by a hand-written loss; any mask fits any
-    image."""
+    """``(image, mask)`` batches: masked pixels hidden, scored by a hand-written loss (any mask fits)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -224,9 +220,7 @@ class Denoiser(TinyClassifier):
 
 
 def test_shuffled_targets_shaped_like_the_input_still_fail() -> None:
-    """The model-free control does not rescue broken pairs: noisy images served with another image's clean
-    target (a training-only shuffle, clean validation) are no closer to their own target than to a moved
-    one, so the control must hold on the trained pairs too."""
+    """Noisy images served with another image's clean target: the model-free control does not rescue them."""
     clean = _images(512, 1) + 1  # a mean to learn first: the real copy's loss falls
     noisy = clean + 0.3 * torch.randn(clean.shape, generator=torch.Generator().manual_seed(5))
     shuffled = clean[torch.randperm(512, generator=torch.Generator().manual_seed(6))]

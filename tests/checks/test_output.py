@@ -115,7 +115,7 @@ def test_a_compiled_model_gets_no_global_hook_no_warning_flood_and_no_graph_brea
     assert not [m for m in messages if "global hooks" in m or "recompile" in m], messages[:3]
     assert len(messages) <= 3, messages
     assert sum(dynamo_utils.counters["graph_break"].values()) == 0, dict(dynamo_utils.counters["graph_break"])
-    # issue 32: the checks run the copies eagerly: dynamo compiles no frame (before: a recompile per copy)
+    # the checks run the copies eagerly: dynamo compiles no frame
     assert not dynamo_utils.counters["frames"], dict(dynamo_utils.counters["frames"])
     assert not torch.nn.modules.module._global_forward_pre_hooks  # nothing process-wide left behind
     assert all(not m._forward_pre_hooks for m in model.modules())  # the per-module hooks were removed

@@ -42,7 +42,6 @@ def test_report_api(report):
     assert [r.name for r in report.failures] == ["init_loss"] and report.warnings == []
     with pytest.raises(KeyError, match="no check named 'nope'"):
         report["nope"]
-    # issue #24 added the statuses inconclusive and error: shown in the repr only when there are some
     assert repr(report) == "PreflightReport(ok=False, pass=2, warn=0, fail=1, skip=0)"
 
 
@@ -58,7 +57,6 @@ def test_report_json_round_trip(report):
 
 def test_report_prints_a_table_with_every_check(report):
     text = " ".join(str(report).split())  # the compact lines wrap at the terminal's width
-    # issue #24: inconclusive and error are shown only when there are some
     assert "Preflight FAILED: 2 pass, 0 warn, 1 fail, 0 skip (" in text
     for name in ("data", "init_loss", "grad_flow", "FAIL", "PASS", "summed instead of averaged"):
         assert name in text
@@ -247,9 +245,7 @@ def test_lightning_recipes_preflight_is_the_function_and_no_module_shadows_it():
     from lightning_recipes import preflight as imported
 
     assert lightning_recipes.preflight is imported is preflight and callable(imported)
-    # no submodule of that name (the old `preflight.py` path is gone): importing one would rebind
-    # `lightning_recipes.preflight` to the module. Searched in the package's own folder: an editable
-    # install's finder may point at another checkout.
+    # no submodule of that name (it would rebind the attribute), searched in the package's own folder
     finder = importlib.machinery.PathFinder
     found = finder.find_spec("lightning_recipes.preflight", lightning_recipes.__path__)
     assert found is None
