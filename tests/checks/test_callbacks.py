@@ -132,9 +132,7 @@ def test_state_dict_round_trip_and_resume_skips_the_checks(tmp_path):
     )
     trainer.fit(TinyClassifier(), M.loader(), ckpt_path=ckpt)
     assert trainer.global_step == 4
-    assert (
-        resumed_check.result.to_dict() == check.result.to_dict()
-    )  # restored from the checkpoint, not re-measured
+    assert resumed_check.result.to_dict() == check.result.to_dict()  # restored, not re-measured
     assert resumed_pf.report.to_dict() == preflight.report.to_dict()
 
 

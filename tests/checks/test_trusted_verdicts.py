@@ -1,4 +1,4 @@
-"""Issue #24: evidence within noise, or a stop by the budget, is ``inconclusive``, never a wrong cause."""
+"""Evidence within noise, or a stop by the budget, is ``inconclusive``, never a wrong cause."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_overfit_is_fixed_work_and_a_loss_that_never_moved_fails():
 
 # ------------------------------------------------------------------------- budget cuts of other checks
 def test_a_spent_budget_does_not_cut_causality_short():
-    """Fixed work (#34): every position is tested whatever the clock says; it used to stop after one."""
+    """Fixed work: every position is tested whatever the clock says."""
     context = CheckContext(TinyTransformerLM(), random_token_loader())
     with time_budget(0.0):
         result = CausalityCheck().check(context)
@@ -100,7 +100,6 @@ class BlindLM(TinyTransformerLM):
 
 
 def test_causality_that_measures_no_effect_at_all_is_inconclusive_not_a_skip():
-    """It was a `skip` ("does not apply"); the check does apply to a next-token task and ran."""
     result = CausalityCheck().run(CheckContext(BlindLM(), random_token_loader()))
     assert result.status == "inconclusive", result.message
     assert "react to no input position" in result.message
@@ -217,7 +216,7 @@ def test_a_model_calling_self_log_in_training_step_gets_a_real_verdict():
 
 
 def test_a_model_reading_self_trainer_makes_the_check_abstain_saying_what_to_change():
-    """Its own code raising on a copy outside the Trainer: the check abstains (#34), never an error."""
+    """Its own code raising on a copy outside the Trainer: the check abstains, never an error."""
     result = _run(ReadsTrainer(), random_classification_loader(), InitLossCheck())
     assert result.status == "inconclusive", result.message
     assert "Your code reads `self.trainer`" in result.action
