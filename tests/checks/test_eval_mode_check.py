@@ -1,4 +1,4 @@
-"""``EvalModeCheck``: eval() must be deterministic and stateless (issue 14)."""
+"""``EvalModeCheck``: eval() must be deterministic and stateless."""
 
 from __future__ import annotations
 
@@ -32,12 +32,8 @@ def test_gallery_bug_fails_with_the_culprit_named(case):
 def test_gallery_healthy_model_passes(case):
     result = preflight(case.model(), **case.data(), checks=[EvalModeCheck()])["eval_mode"]
     assert result.status == "pass", result.message
-
-
-def test_mode_dependent_layers_reported_as_information():
-    case = next(c for c in gallery.HEALTHY if c.id == "batchnorm-dropout-digits-cnn")
-    result = preflight(case.model(), **case.data(), checks=[EvalModeCheck()])["eval_mode"]
-    assert result.details["mode_dependent_layers"] == {"BatchNorm2d": 2, "Dropout": 1}
+    if case.id == "batchnorm-dropout-digits-cnn":  # mode-dependent layers: reported as information
+        assert result.details["mode_dependent_layers"] == {"BatchNorm2d": 2, "Dropout": 1}
 
 
 class _DictSet(Dataset):

@@ -1,4 +1,4 @@
-"""``SplitOverlapCheck``: validation samples repeating training samples, exact or near (issue 14)."""
+"""``SplitOverlapCheck``: validation samples repeating training samples, exact or near."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from lightning_recipes.checks.data.split_overlap_check import (
     _token_similarity,
 )
 from lightning_recipes.checks.model.eval_mode_check import EvalModeCheck
-from lightning_recipes.testing import DigitsCNN, fast_trainer
+from lightning_recipes.data import CharLMDataModule
+from lightning_recipes.testing import DigitsCNN, TinyTransformerLM, fast_trainer
 
 
 @pytest.mark.parametrize("case", gallery.BUGS, ids=lambda c: c.id)
@@ -33,16 +34,11 @@ def test_gallery_bug_fails(case):
 def test_gallery_healthy_split_passes(case):
     result = preflight(case.model(), **case.data(), checks=[SplitOverlapCheck()])["split_overlap"]
     assert result.status == "pass", result.message
-
-
-def test_chance_duplicates_are_discounted():
-    """Low-diversity tokens: most validation sequences match a training one, but no more than training
-    sequences match each other, so nothing is flagged."""
-    case = next(c for c in gallery.HEALTHY if c.id == "low-diversity-tokens-lm")
-    result = preflight(case.model(), **case.data(), checks=[SplitOverlapCheck()])["split_overlap"]
-    assert result.details["val_near"] > 0.5 * result.details["val_samples"]
-    assert result.details["chance_rate"] > 0.5
-    assert result.details["estimated_overlap"] < 0.1
+    if (
+        case.id == "low-diversity-tokens-lm"
+    ):  # most validation sequences match, as often as training's: chance
+        assert result.details["val_near"] > 0.5 * result.details["val_samples"]
+        assert result.details["chance_rate"] > 0.5 and result.details["estimated_overlap"] < 0.1
 
 
 def test_skips_without_validation_loader_and_says_what_to_pass():
@@ -221,10 +217,6 @@ def test_one_feature_samples_are_compared_not_skipped_as_blank():
 
 def test_text_that_repeats_itself_across_the_splits_warns_but_does_not_fail():
     """The char LM's boilerplate windows nearly repeat across the splits: a warning, not a fail."""
-    from lightning_recipes.checks import preflight
-    from lightning_recipes.data import CharLMDataModule
-    from lightning_recipes.testing import TinyTransformerLM
-
     model = TinyTransformerLM(vocab_size=CharLMDataModule(max_chars=1).vocab_size, d_model=16, n_layers=1)
     datamodule = CharLMDataModule(seq_len=64, batch_size=32)
     result = preflight(model, datamodule=datamodule, checks=["split_overlap"], progress=False)[0]
