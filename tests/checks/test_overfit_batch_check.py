@@ -131,14 +131,14 @@ def test_a_model_that_cannot_fit_fails():
 
 
 class _SlowStep(M.SGDClassifier):
-    """50 ms a step: 150 steps run far past a tiny budget's safety cap."""
+    """50 ms a step (on the ``clock``): 150 steps run far past a tiny budget's safety cap."""
 
     def training_step(self, batch, batch_idx):
         time.sleep(0.05)
         return super().training_step(batch, batch_idx)
 
 
-def test_the_time_budget_is_a_safety_cap_that_ends_inconclusive_never_a_verdict_on_partial_work():
+def test_the_time_budget_is_a_safety_cap_that_ends_inconclusive_never_a_verdict_on_partial_work(clock):
     context = CheckContext(_SlowStep(lr=1e-4), M.classification_data()["train_dataloaders"])
     result = OverfitBatchCheck(time_budget=0.01).run(context)
     assert result.status == "inconclusive", result.message

@@ -48,14 +48,14 @@ def test_input_independence_states_the_noise_of_its_gap():
 
 
 class SlowStep(TinyClassifier):
-    """A model whose training step takes ~10 ms, so an 0.25 s budget's safety cap (2.25 s) stops the check."""
+    """A step of 10 ms (on the ``clock``): an 0.25 s budget's safety cap (2.25 s) stops the check."""
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         time.sleep(0.01)
         return super().training_step(batch, batch_idx)
 
 
-def test_a_budget_cut_input_independence_run_is_inconclusive():
+def test_a_budget_cut_input_independence_run_is_inconclusive(clock):
     """The work is fixed (steps); the budget is only a safety cap: no verdict from a run it stopped."""
     check = InputIndependenceCheck(time_budget=0.25)
     result = _run(SlowStep(lr=1e-9), random_classification_loader(), check)  # learns nothing: all 120 steps
@@ -75,7 +75,7 @@ class SlowDeadOutput(TinyClassifier):
         return super().training_step(batch, batch_idx)
 
 
-def test_overfit_is_fixed_work_and_a_loss_that_never_moved_fails():
+def test_overfit_is_fixed_work_and_a_loss_that_never_moved_fails(clock):
     slow = _run(SlowStep(lr=1e-4), random_classification_loader(), OverfitBatchCheck(time_budget=None))
     assert slow.status == "fail" and slow.details["steps"] == 150, slow.message  # short of the target
     dead = _run(SlowDeadOutput(), random_classification_loader(), OverfitBatchCheck(time_budget=None))
