@@ -30,18 +30,14 @@ def test_healthy_loops_pass(model):
     result = _run(model)
     assert result.status == "pass", result.message
     assert result.details["max_residual"] < 1e-6  # the same float sums: equal up to rounding
+    if getattr(model, "mode", None) == "accumulate":  # two micro-batches per step
+        assert result.details["batches"] == 2 * result.details["steps"]
 
 
 def test_gradients_clipped_before_the_step_pass_as_scaled():
     result = _run(M.ClippedGradients())
     assert result.status == "pass", result.message
     assert result.details["scaled_steps"] == result.details["steps"]
-
-
-def test_accumulation_over_micro_batches_steps_every_second_batch():
-    result = _run(M.ManualMLP("accumulate"))
-    assert result.status == "pass", result.message
-    assert result.details["batches"] == 2 * result.details["steps"]
 
 
 @pytest.mark.parametrize(
@@ -159,9 +155,8 @@ class SideNeverStepped(M.TwoOptimizers):
         opt_net.step()
 
     def configure_optimizers(self):
-        return torch.optim.SGD(self.net.parameters(), lr=0.05), torch.optim.Adam(
-            self.side.parameters(), self.side_lr
-        )
+        side = torch.optim.Adam(self.side.parameters(), self.side_lr)
+        return torch.optim.SGD(self.net.parameters(), lr=0.05), side
 
 
 def test_an_optimizer_never_stepped_under_manual_optimisation_fails_with_its_parameters():
