@@ -17,6 +17,7 @@ from lightning_recipes.checks import (
     InitLossCheck,
     InputIndependenceCheck,
     OverfitBatchCheck,
+    PreflightError,
     preflight,
 )
 from lightning_recipes.testing import TinyClassifier, random_token_loader
@@ -124,8 +125,6 @@ def test_labels_out_of_range_uses_given_num_classes_and_allows_ignore_index():
 
 
 def test_broken_model_fails_the_whole_report_and_raises():
-    from lightning_recipes.checks import PreflightError
-
     report = preflight(M.DetachedBranch(), train_dataloaders=M.loader(), checks=["grad_flow", "init_loss"])
     assert not report.ok and [r.name for r in report.failures] == ["grad_flow"]
     with pytest.raises(PreflightError, match=r"grad_flow: .*branch\.weight"):

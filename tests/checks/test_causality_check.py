@@ -13,8 +13,9 @@ from torch.nn import functional as F
 
 from galleries.preflight.families import _leakage_models as M
 from galleries.preflight.families import causality
-from lightning_recipes.checks import CheckContext, preflight
+from lightning_recipes.checks import CheckContext, PreflightError, preflight
 from lightning_recipes.checks.model.causality_check import CausalityCheck, next_token_task
+from lightning_recipes.testing import fast_trainer
 
 from ._models import AdamModule, SGDModule
 
@@ -150,9 +151,6 @@ def test_the_output_must_be_position_aligned():
 
 
 def test_as_a_callback_a_leaking_lm_stops_fit_before_training(tmp_path):
-    from lightning_recipes.checks import PreflightError
-    from lightning_recipes.testing import fast_trainer
-
     data = M.lm_data()
     trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path, callbacks=[CausalityCheck()], logger=False)
     with pytest.raises(PreflightError, match="causality"):

@@ -3,13 +3,19 @@ models are not flagged; the retries are fixed work."""
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
 
 from galleries.preflight.families import _existing_models as M
+from galleries.preflight.families import legacy
 from lightning_recipes.checks import CheckContext, GradFlowCheck, preflight
 from lightning_recipes.checks._budget import time_budget
+from lightning_recipes.checks.report import SUMMARY_LIMIT
+from lightning_recipes.testing import TinyClassifier
 
 from . import _models
 
@@ -60,8 +66,6 @@ def test_frozen_layer_inside_the_optimizer_warns_and_says_so():
 
 def test_the_retries_are_fixed_work_not_cut_by_the_time_budget():
     """A spent time budget does not cut the retries (TinyClassifier's zero head: no body gradient at 0)."""
-    from lightning_recipes.testing import TinyClassifier
-
     with time_budget(0.0):
         result = GradFlowCheck().check(CheckContext(TinyClassifier(), _models.loader()))
     assert result.status == "pass", result.message
@@ -70,9 +74,6 @@ def test_the_retries_are_fixed_work_not_cut_by_the_time_budget():
 
 def test_model_and_loop_summaries_are_one_short_sentence():
     """Model and loop checks on the legacy bugs and a healthy model: short summaries, an action."""
-    from galleries.preflight.families import legacy
-    from lightning_recipes.checks.report import SUMMARY_LIMIT
-
     mine = ["grad_flow", "batch_independence", "causality", "padding", "eval_mode"]
     mine += ["schedule", "optimization", "validation_path"]
     for case in [c for c in legacy.BUGS if c.check in mine] + legacy.HEALTHY[:1]:
@@ -281,10 +282,6 @@ def test_dropout_is_the_same_in_every_pass():
 
 
 def test_the_stage_leaves_the_model_the_rngs_and_the_default_dtype_as_they_were():
-    import random
-
-    import numpy as np
-
     torch.manual_seed(0)
     model = Activated(_SoftplusWrongBackward.apply)
     before = {name: t.clone() for name, t in model.state_dict().items()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import lightning.pytorch as pl
 import pytest
 import torch
 from torch.nn import functional as F
@@ -163,7 +164,6 @@ def test_hugging_face_causal_lm_without_forward_reads_its_loss_call():
     """GPT-2 wrapped as ``self.model`` (no ``forward``), dict batches: its ``ForCausalLMLoss`` calls
     ``cross_entropy`` on the shifted logits; the check reads ``C = vocab_size`` from that call."""
     transformers = pytest.importorskip("transformers", reason="the Hugging Face test needs transformers")
-    import lightning.pytorch as pl
 
     class Wrapped(pl.LightningModule):
         def __init__(self):

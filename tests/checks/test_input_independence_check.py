@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from galleries.preflight.stage.data_stages import HEALTHY
 from lightning_recipes.checks import preflight
 from lightning_recipes.checks.loss.input_independence_check import InputIndependenceCheck, loss_drop
 from lightning_recipes.checks.report import SUMMARY_LIMIT
@@ -155,8 +156,6 @@ def test_loss_drop_is_learning_beyond_the_losss_own_noise(losses, num_batches, f
 
 def test_healthy_data_split_by_subject_is_not_blamed_on_the_labels() -> None:
     """Subjects memorised by the small copy: the permuted-target control tells it from shuffled labels."""
-    from galleries.preflight.stage.data_stages import HEALTHY
-
     (case,) = [c for c in HEALTHY if c.id == "st_ok_repeat_measurements_split_by_subject"]
     result = _run(case.model(), **case.data())
     assert result.status in ("inconclusive", "pass"), result.message

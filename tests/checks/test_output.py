@@ -6,8 +6,10 @@ import warnings
 
 import pytest
 import torch
+import torch._dynamo.utils as dynamo_utils
 
-from lightning_recipes.checks import CheckResult, Preflight, PreflightReport, preflight
+from lightning_recipes.checks import CheckResult, Preflight, PreflightReport, SanityCheck, preflight
+from lightning_recipes.cli.preflight import main
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 
 LONG = (
@@ -97,8 +99,6 @@ class _CompiledClassifier(TinyClassifier):
 
 
 def test_a_compiled_model_gets_no_global_hook_no_warning_flood_and_no_graph_break() -> None:
-    import torch._dynamo.utils as dynamo_utils
-
     torch._dynamo.reset()
     dynamo_utils.counters.clear()
     model = _CompiledClassifier()
@@ -124,8 +124,6 @@ def test_a_compiled_model_gets_no_global_hook_no_warning_flood_and_no_graph_brea
 @pytest.mark.parametrize("how", ["in_place", "whole"])
 def test_a_model_compiled_in_place_or_whole_is_checked_as_the_module_itself(how: str) -> None:
     """A module compiled in place (``module.compile()``) or whole (``torch.compile``) is checked as itself."""
-    import torch._dynamo.utils as dynamo_utils
-
     torch._dynamo.reset()
     dynamo_utils.counters.clear()
     model = TinyClassifier()
@@ -143,8 +141,6 @@ def test_a_model_compiled_in_place_or_whole_is_checked_as_the_module_itself(how:
 
 
 def test_the_hard_stop_still_ends_a_check_on_a_compiled_model(clock) -> None:
-    from lightning_recipes.checks import SanityCheck
-
     class Stubborn(SanityCheck):
         name = "stubborn"
 
@@ -199,8 +195,6 @@ def test_memory_and_speed_tables_fit_the_terminal(capsys, monkeypatch, width: in
 
 
 def test_the_preflight_command_is_compact_unless_verbose(capsys, monkeypatch) -> None:
-    from lightning_recipes.cli.preflight import main
-
     monkeypatch.setenv("COLUMNS", "80")
     args = [
         "--model=lightning_recipes.testing.TinyClassifier",

@@ -18,10 +18,13 @@ from lightning_recipes.checks import (
     Preflight,
     PreflightError,
     PreflightReport,
+    SanityCheck,
+    perturbed,
     preflight,
 )
 from lightning_recipes.checks._num_classes import infer_num_classes
 from lightning_recipes.harness.batches import replace_inputs, slice_batch, split_batch
+from lightning_recipes.testing import fast_trainer
 
 from . import _models as M
 
@@ -121,8 +124,6 @@ def test_batch_helpers_keep_containers_and_do_not_mutate():
 
 
 def test_custom_check_plugs_into_preflight():
-    from lightning_recipes.checks import SanityCheck
-
     class LossBelowTen(SanityCheck):
         name = "loss_below_10"
 
@@ -140,7 +141,6 @@ def test_custom_check_plugs_into_preflight():
 
 def test_user_code_that_raises_on_a_perturbed_input_makes_the_check_abstain_not_error():
     """#34: user code raising on a perturbed input: `inconclusive`; outside `perturbed`: an `error`."""
-    from lightning_recipes.checks import SanityCheck, perturbed
 
     class ZeroedInputs(SanityCheck):
         name = "zeroed"
@@ -185,8 +185,6 @@ def test_a_result_is_a_summary_evidence_and_one_action():
 @pytest.mark.gpu
 def test_preflight_on_cuda_with_mixed_precision(tmp_path):
     """On a GPU: copies and batches live on CUDA, autocast reaches the checks, the report passes."""
-    from lightning_recipes.testing import fast_trainer
-
     report = preflight(M.MLP().cuda(), train_dataloaders=M.loader())
     assert report.ok, report
     preflight_cb = Preflight(print_report=False)

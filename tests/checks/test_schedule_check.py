@@ -12,6 +12,9 @@ from torch.optim import lr_scheduler as schedulers
 
 from lightning_recipes.checks import Preflight, preflight
 from lightning_recipes.checks.loop.schedule_check import ScheduleCheck
+from lightning_recipes.cli.preflight import main
+from lightning_recipes.data import DigitsDataModule
+from lightning_recipes.demos.model import RecipeDigitsCNN
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 
 LOADER_BATCHES = 8  # random_classification_loader(): 256 samples / 32
@@ -362,8 +365,6 @@ def test_with_a_planned_length_other_checks_get_the_modules_own_optimizer_too():
 
 
 def test_the_command_line_takes_the_planned_length_and_rejects_a_bad_one(capsys):
-    from lightning_recipes.cli.preflight import main
-
     assert main(["--model", "lightning_recipes.testing.DigitsCNN", "--max_epochs", "0"]) == 2
     assert "`max_epochs` must be an integer >= 1, got 0" in capsys.readouterr().err
     assert main(["--help"]) == 0
@@ -401,9 +402,6 @@ def test_manual_optimisation_skips_saying_the_step_calls_the_schedulers():
 def test_a_recipe_module_that_builds_its_schedule_only_in_a_trainer_is_judged_with_a_planned_length():
     """OptimizerRecipeMixin returns the optimizer alone outside a Trainer: without a planned length the skip
     says so and what to pass; with one, the stand-in Trainer gets its warm-up + cosine, which is judged."""
-    from lightning_recipes.data import DigitsDataModule
-    from lightning_recipes.demos.model import RecipeDigitsCNN
-
     unknown = preflight(RecipeDigitsCNN(), datamodule=DigitsDataModule(), checks=[ScheduleCheck()])[
         "schedule"
     ]

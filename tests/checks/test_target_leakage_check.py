@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from galleries.preflight.families import _leakage_models as M
-from galleries.preflight.families import target_leakage
+from galleries.preflight.families import holdout, target_leakage
 from lightning_recipes.checks import CheckContext, PreflightError, preflight
 from lightning_recipes.checks.data.target_leakage_check import TargetLeakageCheck
 from lightning_recipes.testing import TinyClassifier, fast_trainer
@@ -209,8 +209,6 @@ GOLDEN_CASES: dict[str, tuple[str, dict[str, Any]]] = {  # name: (gallery case i
 
 def golden_result(name: str) -> dict[str, Any]:
     """The check's ``to_dict()`` (without its duration) on ``GOLDEN_CASES[name]``, seeded, no time budget."""
-    from galleries.preflight.families import holdout
-
     case_id, kwargs = GOLDEN_CASES[name]
     kwargs = dict(kwargs)
     (case,) = [c for c in [*target_leakage.BUGS, *target_leakage.HEALTHY, *holdout.BUGS] if c.id == case_id]
