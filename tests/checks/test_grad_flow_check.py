@@ -21,7 +21,7 @@ from . import _models
 
 
 def test_lora_style_model_passes_and_reports_the_frozen_base_as_information():
-    """B = 0 at init: A gets an exactly-zero gradient at step 0, and the base is frozen. Before: a warn."""
+    """B = 0 at init: A gets an exactly-zero gradient at step 0, and the base is frozen."""
     result = preflight(M.LoRAClassifier(), **M.classification_data(), checks=[GradFlowCheck()])["grad_flow"]
     assert result.status == "pass", result.message
     assert result.details["steps"] == 2  # A's gradient appears once B has moved
@@ -42,8 +42,6 @@ def test_prior_initialised_head_with_zero_weights_passes():
 
 
 def test_everything_frozen_fails():
-    """Before: the backward pass raised and the check skipped ("could not run")."""
-
     class AllFrozen(M.MLPClassifier):
         def __init__(self):
             super().__init__()
