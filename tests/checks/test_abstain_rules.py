@@ -82,9 +82,7 @@ def test_a_label_the_loss_ignores_is_not_out_of_range_and_one_it_cannot_take_is(
 
 def test_ordinal_ranks_beyond_the_head_width_are_not_judged_without_a_class_index_loss():
     x = torch.randn(256, 6)
-    y = torch.bucketize(
-        x[:, 0].contiguous(), torch.tensor([-1.0, -0.3, 0.3, 1.0])
-    )  # ranks 0..4 for a 4-wide head
+    y = torch.bucketize(x[:, 0].contiguous(), torch.tensor([-1.0, -0.3, 0.3, 1.0]))  # ranks 0..4, head of 4
     result = DataCheck().run(CheckContext(Coral(), _loader(x, y)))
     assert result.details["labels_out_of_range"] == 0 and "labels_range" in result.details
     assert result.status != "fail"
@@ -97,11 +95,8 @@ def _windows(series: Tensor, width: int = 16) -> tuple[Tensor, Tensor]:
 
 def test_near_copies_are_not_judged_on_a_dense_training_split():
     t = torch.arange(3000.0)
-    series = (
-        torch.sin(t / 40)
-        + 0.3 * torch.sin(t / 7)
-        + 0.02 * torch.randn(3000, generator=torch.Generator().manual_seed(0))
-    )
+    noise = 0.02 * torch.randn(3000, generator=torch.Generator().manual_seed(0))
+    series = torch.sin(t / 40) + 0.3 * torch.sin(t / 7) + noise
     x, y = _windows(series)
     train, val = _loader(x[:2300], y[:2300]), _loader(x[2300:], y[2300:])
     result = SplitOverlapCheck().run(CheckContext(_Module(nn.Linear(16, 1)), train, val))

@@ -476,9 +476,7 @@ def test_double_sigmoid_into_bce_floor_from_the_narrowed_range():
     high = 1 / (1 + math.exp(-1))  # sigmoid of a probability lies in [0.5, sigmoid(1)]
     expected = (3 * -math.log(high) + 3 * -math.log(0.5)) / 6
     assert floor is not None and floor.bounded and floor.value == pytest.approx(expected, rel=1e-6)
-    assert (
-        _floor_of(lambda: F.binary_cross_entropy(torch.sigmoid(z), target)) is None
-    )  # one sigmoid: no floor
+    assert _floor_of(lambda: F.binary_cross_entropy(torch.sigmoid(z), target)) is None  # one sigmoid: none
 
 
 class SquashedRegressor(Regressor):
