@@ -88,16 +88,11 @@ def test_ordinal_ranks_beyond_the_head_width_are_not_judged_without_a_class_inde
     assert result.status != "fail"
 
 
-def _windows(series: Tensor, width: int = 16) -> tuple[Tensor, Tensor]:
-    x = series.unfold(0, width, 1)[:-1]
-    return x, series[width:]
-
-
 def test_near_copies_are_not_judged_on_a_dense_training_split():
     t = torch.arange(3000.0)
     noise = 0.02 * torch.randn(3000, generator=torch.Generator().manual_seed(0))
     series = torch.sin(t / 40) + 0.3 * torch.sin(t / 7) + noise
-    x, y = _windows(series)
+    x, y = series.unfold(0, 16, 1)[:-1], series[16:]  # windows of 16 steps, the next step the target
     train, val = _loader(x[:2300], y[:2300]), _loader(x[2300:], y[2300:])
     result = SplitOverlapCheck().run(CheckContext(_Module(nn.Linear(16, 1)), train, val))
     assert result.status != "fail" and result.details["near_method"].startswith("exact only")

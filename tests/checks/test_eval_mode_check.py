@@ -101,15 +101,12 @@ def test_user_model_rng_and_mode_untouched():
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    result = EvalModeCheck().run(CheckContext(model, **_context_data(case.data())))
+    data = case.data()
+    result = EvalModeCheck().run(CheckContext(model, data["train_dataloaders"], data.get("val_dataloaders")))
     assert result.status == "fail"
     assert torch.equal(torch.rand(3), expected)
     assert model.training
     assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
-
-
-def _context_data(data: dict[str, Any]) -> dict[str, Any]:
-    return {"train_dataloader": data["train_dataloaders"], "val_dataloader": data.get("val_dataloaders")}
 
 
 def test_hugging_face_gpt2_with_dropout_passes_in_eval():
