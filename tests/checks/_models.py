@@ -3,6 +3,7 @@ them)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import lightning.pytorch as pl
@@ -25,6 +26,16 @@ def loader(
     y = (x @ torch.randn(IN, classes, generator=g)).argmax(-1)
     generator = torch.Generator().manual_seed(seed) if shuffle else None
     return DataLoader(TensorDataset(x, y), batch_size=batch_size, shuffle=shuffle, generator=generator)
+
+
+class UninspectableLoader:
+    """An iterable of prepared batches that is not a ``DataLoader``: nothing tells whether it shuffles."""
+
+    def __init__(self, batches: list) -> None:
+        self.batches = batches
+
+    def __iter__(self) -> Iterator:
+        return iter(self.batches)
 
 
 def loader_from(x: Tensor, y: Tensor, batch_size: int = 32, shuffle: bool = True) -> DataLoader:

@@ -9,15 +9,16 @@ import pytest
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from galleries.preflight.families import eval_mode as gallery
 from galleries.preflight.families._data_models import IN, NoisyCNN, digits_split, gaussian
+from galleries.preflight.families._shapes_models import DictDataset
 from lightning_recipes.checks import CheckContext, preflight
 from lightning_recipes.checks.model.eval_mode_check import EvalModeCheck
 from lightning_recipes.testing import fast_trainer
 
-from ._models import SGDModule
+from ._models import SGDModule, UninspectableLoader
 
 
 @pytest.mark.parametrize("case", gallery.BUGS, ids=lambda c: c.id)
@@ -34,17 +35,6 @@ def test_gallery_healthy_model_passes(case):
     assert result.status == "pass", result.message
     if case.id == "batchnorm-dropout-digits-cnn":  # mode-dependent layers: reported as information
         assert result.details["mode_dependent_layers"] == {"BatchNorm2d": 2, "Dropout": 1}
-
-
-class _DictSet(Dataset):
-    def __init__(self, x: Tensor, y: Tensor) -> None:
-        self.x, self.y = x, y
-
-    def __len__(self) -> int:
-        return len(self.x)
-
-    def __getitem__(self, index: int) -> dict[str, Tensor]:
-        return {"x": self.x[index], "labels": self.y[index]}
 
 
 class _Inner(nn.Module):
@@ -77,7 +67,8 @@ class WrappedNoForward(SGDModule):
 
 
 def _dict_loader() -> DataLoader:
-    return DataLoader(_DictSet(*gaussian(64, 0)), batch_size=16)
+    x, y = gaussian(64, 0)
+    return DataLoader(DictDataset(x=x, labels=y), batch_size=16)
 
 
 def test_wrapped_module_without_forward_noise_in_the_wrapped_model_fails():
@@ -128,19 +119,9 @@ def test_hugging_face_gpt2_with_dropout_passes_in_eval():
 
     ids = torch.randint(0, 64, (16, 12), generator=torch.Generator().manual_seed(0))
     batches = [{"input_ids": ids[i : i + 8], "labels": ids[i : i + 8]} for i in (0, 8)]
-    result = EvalModeCheck(num_samples=4).run(CheckContext(GPT2Module(), _Batches(batches)))
+    result = EvalModeCheck(num_samples=4).run(CheckContext(GPT2Module(), UninspectableLoader(batches)))
     assert result.status == "pass", result.message
     assert result.details["mode_dependent_layers"]["Dropout"] >= 3
-
-
-class _Batches:
-    """A plain iterable of prepared batches."""
-
-    def __init__(self, batches: list[Any]) -> None:
-        self.batches = batches
-
-    def __iter__(self) -> Any:
-        return iter(self.batches)
 
 
 def test_as_callback_warns_and_training_continues(tmp_path):

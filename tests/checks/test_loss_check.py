@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from galleries.preflight.families._shapes_models import DictDataset
 from lightning_recipes.checks import PreflightError, preflight
 from lightning_recipes.checks.loss._expected_loss import record_loss_calls
 from lightning_recipes.checks.loss._loss_probe import falls_without_bound, input_bounds, loss_floor
@@ -410,28 +411,22 @@ class TaggerWithMask(AdamModule):
         return F.cross_entropy(logits.transpose(1, 2), batch["labels"], ignore_index=self.ignore)
 
 
-class _Tagging(torch.utils.data.Dataset):
-    def __init__(self) -> None:
-        g = torch.Generator().manual_seed(0)
-        self.ids = torch.randint(0, 10, (64, 12), generator=g)
-        self.mask = (torch.rand(64, 12, generator=g) > 0.2).long()
-        self.labels = torch.where(self.mask.bool(), self.ids % 5, torch.full_like(self.ids, 5))
-
-    def __len__(self) -> int:
-        return 64
-
-    def __getitem__(self, i: int) -> dict[str, Tensor]:
-        return {"input_ids": self.ids[i], "attention_mask": self.mask[i], "labels": self.labels[i]}
+def _tagging() -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 10, (64, 12), generator=g)
+    mask = (torch.rand(64, 12, generator=g) > 0.2).long()
+    labels = torch.where(mask.bool(), ids % 5, torch.full_like(ids, 5))
+    return DataLoader(DictDataset(input_ids=ids, attention_mask=mask, labels=labels), batch_size=16)
 
 
 def test_an_ignored_label_at_the_masked_positions_is_padding():
-    result = _run(TaggerWithMask(ignore=5), DataLoader(_Tagging(), batch_size=16))
+    result = _run(TaggerWithMask(ignore=5), _tagging())
     assert result.status == "pass", result.message
     assert "attention_mask" in result.details["ignored_as_padding"]["5"]
 
 
 def test_an_ignored_real_tag_fails_in_the_same_tagger():
-    result = _run(TaggerWithMask(ignore=2), DataLoader(_Tagging(), batch_size=16))
+    result = _run(TaggerWithMask(ignore=2), _tagging())
     assert result.status == "fail", result.message
     assert [d["label"] for d in result.details["dropped"]] == ["class 2"]
 

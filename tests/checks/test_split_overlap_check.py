@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from galleries.preflight.families import split_overlap as gallery
 from galleries.preflight.families._data_models import MLP, digits_split, gaussian, loaders
+from galleries.preflight.families._shapes_models import DictDataset
 from lightning_recipes.checks import CheckContext, DataCheck, Preflight, PreflightError, preflight
 from lightning_recipes.checks.data.split_overlap_check import (
     SplitOverlapCheck,
@@ -181,26 +182,17 @@ def test_ddp_healthy_split_trains_with_the_new_checks(tmp_path):
     assert outcomes == {"rank0.txt": expected, "rank1.txt": expected}
 
 
-class _DictTokens(torch.utils.data.Dataset):
+def _dict_tokens(ids: torch.Tensor, labels: torch.Tensor) -> DataLoader:
     """Hugging Face-style samples: ``input_ids``, ``attention_mask``, ``labels``."""
-
-    def __init__(self, ids: torch.Tensor, labels: torch.Tensor) -> None:
-        self.ids, self.labels = ids, labels
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        ids = self.ids[index]
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": self.labels[index]}
+    return DataLoader(DictDataset(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels), 32)
 
 
 def test_dict_batches_compare_the_input_ids():
     ids = torch.randint(0, 1000, (256, 24), generator=torch.Generator().manual_seed(0))
     labels = torch.randint(0, 2, (256,), generator=torch.Generator().manual_seed(1))
-    train = DataLoader(_DictTokens(ids, labels), batch_size=32)
-    leaked = DataLoader(_DictTokens(ids[:64].clone(), labels[:64]), batch_size=32)
-    fresh = DataLoader(_DictTokens(ids.flip(0)[:64] + 1000, labels[:64]), batch_size=32)
+    train = _dict_tokens(ids, labels)
+    leaked = _dict_tokens(ids[:64].clone(), labels[:64])
+    fresh = _dict_tokens(ids.flip(0)[:64] + 1000, labels[:64])
     result = SplitOverlapCheck().run(CheckContext(MLP(), train, leaked))
     assert result.status == "fail" and result.details["val_exact"] == 64
     assert "equal tokens" in result.details["near_method"]
