@@ -3,6 +3,7 @@ them)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import lightning.pytorch as pl
@@ -25,6 +26,16 @@ def loader(
     y = (x @ torch.randn(IN, classes, generator=g)).argmax(-1)
     generator = torch.Generator().manual_seed(seed) if shuffle else None
     return DataLoader(TensorDataset(x, y), batch_size=batch_size, shuffle=shuffle, generator=generator)
+
+
+class UninspectableLoader:
+    """An iterable of prepared batches that is not a ``DataLoader``: nothing tells whether it shuffles."""
+
+    def __init__(self, batches: list) -> None:
+        self.batches = batches
+
+    def __iter__(self) -> Iterator:
+        return iter(self.batches)
 
 
 def loader_from(x: Tensor, y: Tensor, batch_size: int = 32, shuffle: bool = True) -> DataLoader:
@@ -59,7 +70,21 @@ class MLP(pl.LightningModule):
         return torch.optim.AdamW(self.parameters(), lr=self.lr)
 
 
-class Regressor(pl.LightningModule):
+class AdamModule(pl.LightningModule):
+    """A LightningModule trained by Adam at lr 1e-2 (the tests' modules subclass it)."""
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+class SGDModule(pl.LightningModule):
+    """A LightningModule trained by SGD at lr 0.1."""
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class Regressor(AdamModule):
     """A healthy regression MLP with MSE; batches are ``{"x": ..., "y": ...}`` dicts."""
 
     def __init__(self) -> None:
@@ -71,9 +96,6 @@ class Regressor(pl.LightningModule):
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         return F.mse_loss(self(batch["x"]), batch["y"])
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 class _DictDataset(torch.utils.data.Dataset):

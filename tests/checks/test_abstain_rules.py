@@ -22,6 +22,8 @@ from lightning_recipes.checks import (
     preflight,
 )
 
+from ._models import AdamModule
+
 
 class _Module(pl.LightningModule):
     def __init__(self, net: nn.Module) -> None:
@@ -80,27 +82,17 @@ def test_a_label_the_loss_ignores_is_not_out_of_range_and_one_it_cannot_take_is(
 
 def test_ordinal_ranks_beyond_the_head_width_are_not_judged_without_a_class_index_loss():
     x = torch.randn(256, 6)
-    y = torch.bucketize(
-        x[:, 0].contiguous(), torch.tensor([-1.0, -0.3, 0.3, 1.0])
-    )  # ranks 0..4 for a 4-wide head
+    y = torch.bucketize(x[:, 0].contiguous(), torch.tensor([-1.0, -0.3, 0.3, 1.0]))  # ranks 0..4, head of 4
     result = DataCheck().run(CheckContext(Coral(), _loader(x, y)))
     assert result.details["labels_out_of_range"] == 0 and "labels_range" in result.details
     assert result.status != "fail"
 
 
-def _windows(series: Tensor, width: int = 16) -> tuple[Tensor, Tensor]:
-    x = series.unfold(0, width, 1)[:-1]
-    return x, series[width:]
-
-
 def test_near_copies_are_not_judged_on_a_dense_training_split():
     t = torch.arange(3000.0)
-    series = (
-        torch.sin(t / 40)
-        + 0.3 * torch.sin(t / 7)
-        + 0.02 * torch.randn(3000, generator=torch.Generator().manual_seed(0))
-    )
-    x, y = _windows(series)
+    noise = 0.02 * torch.randn(3000, generator=torch.Generator().manual_seed(0))
+    series = torch.sin(t / 40) + 0.3 * torch.sin(t / 7) + noise
+    x, y = series.unfold(0, 16, 1)[:-1], series[16:]  # windows of 16 steps, the next step the target
     train, val = _loader(x[:2300], y[:2300]), _loader(x[2300:], y[2300:])
     result = SplitOverlapCheck().run(CheckContext(_Module(nn.Linear(16, 1)), train, val))
     assert result.status != "fail" and result.details["near_method"].startswith("exact only")
@@ -269,7 +261,7 @@ class RunningNormaliser(nn.Module):
         return (x - mean) / (var + 1e-5).sqrt()
 
 
-class Regressor(pl.LightningModule):
+class Regressor(AdamModule):
     def __init__(self, normaliser: nn.Module, mix: bool = False) -> None:
         super().__init__()
         self.net = nn.Sequential(normaliser, nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 1))
@@ -286,9 +278,6 @@ class Regressor(pl.LightningModule):
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         x, y = batch
         self.log("val_loss", F.mse_loss(self(x), y))
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 def _sensors(n: int = 256) -> DataLoader:
@@ -323,7 +312,7 @@ def test_validation_reading_statistics_kept_by_hand_is_not_judged():
     assert "running statistics kept by net.0" in result.summary
 
 
-class Preference(pl.LightningModule):
+class Preference(AdamModule):
     """A Bradley-Terry reward model on (chosen, rejected) pairs: the target, "the first wins", is always 1."""
 
     def __init__(self) -> None:
@@ -334,9 +323,6 @@ class Preference(pl.LightningModule):
         chosen, rejected, first_wins = batch
         margin = (self.reward(chosen) - self.reward(rejected)).squeeze(-1)
         return F.binary_cross_entropy_with_logits(margin, first_wins)
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 def _preferences(shuffled_target: bool = False, n: int = 512) -> DataLoader:

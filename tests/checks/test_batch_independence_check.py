@@ -1,5 +1,4 @@
-"""``BatchIndependenceCheck``: a ``forward`` that needs more than the input, what still skips, the permutation
-test."""
+"""``BatchIndependenceCheck``: a ``forward`` needing more than the input, what skips, the permutation test."""
 
 from __future__ import annotations
 
@@ -39,8 +38,6 @@ class NeedsFullBatch(NeedsMask):
 
 
 def test_forward_that_needs_a_mask_is_observed_through_training_step():
-    # Contract change (issue 24): this used to be a skip; the output of forward(x, mask) is now observed while
-    # training_step runs, so both the independence and the permutation test judge it.
     result = BatchIndependenceCheck().run(CheckContext(NeedsMask(), M.loader()))
     assert result.status == "pass", result.message
     assert result.details["output_route"] == "training_step"
@@ -186,8 +183,7 @@ def test_hugging_face_bert_with_attention_mask_is_permutation_equivariant() -> N
     data = S.token_classification_loaders()
     result = preflight(S.HFClassifier(), **data, checks=[BatchIndependenceCheck()])["batch_independence"]
     assert result.status == "pass", result.message
-    permutation = result.details["permutation"]
-    assert permutation["output"]["status"] == "pass"
+    assert result.details["permutation"]["output"]["status"] == "pass"
 
 
 class LengthsGRU(M.MLP):
@@ -223,10 +219,10 @@ def _lengths_batches() -> DataLoader:
     ("slot_bias", "status"), [(False, "pass"), (True, "fail")], ids=["healthy", "slot-bias"]
 )
 def test_forward_x_lengths_is_permuted_with_its_lengths(slot_bias: bool, status: str) -> None:
-    result = preflight(
-        LengthsGRU(slot_bias), train_dataloaders=_lengths_batches(), checks=[BatchIndependenceCheck()]
+    report = preflight(
+        LengthsGRU(slot_bias), train_dataloaders=_lengths_batches(), checks=["batch_independence"]
     )
-    result = result["batch_independence"]
+    result = report["batch_independence"]
     assert result.status == status, result.message
     assert result.details["output_route"] == "training_step"
     assert result.details["permutation"]["output"]["status"] == status

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
+from torch import nn
 from torch.utils.data import DataLoader
 
 from lightning_recipes.checks import (
@@ -15,6 +17,7 @@ from lightning_recipes.checks import (
     InitLossCheck,
     InputIndependenceCheck,
     OverfitBatchCheck,
+    PreflightError,
     preflight,
 )
 from lightning_recipes.testing import TinyClassifier, random_token_loader
@@ -93,8 +96,6 @@ def test_batch_mixing_in_a_token_model_is_found_by_perturbation():
 
 def test_batchnorm_in_train_mode_would_mix_but_is_evaluated_in_eval_mode():
     """A real BatchNorm1d model passes; the same model with a hand-written batch normalisation fails."""
-    import torch
-    from torch import nn
 
     class HandNorm(M.MLP):
         def forward(self, x):
@@ -112,8 +113,6 @@ def test_batchnorm_in_train_mode_would_mix_but_is_evaluated_in_eval_mode():
 
 
 def test_labels_out_of_range_uses_given_num_classes_and_allows_ignore_index():
-    import torch
-
     x, y = M.loader(shuffle=False).dataset.tensors
     y = y.clone()
     y[:5] = -100  # cross-entropy's ignore_index: padding, not a class
@@ -126,8 +125,6 @@ def test_labels_out_of_range_uses_given_num_classes_and_allows_ignore_index():
 
 
 def test_broken_model_fails_the_whole_report_and_raises():
-    from lightning_recipes.checks import PreflightError
-
     report = preflight(M.DetachedBranch(), train_dataloaders=M.loader(), checks=["grad_flow", "init_loss"])
     assert not report.ok and [r.name for r in report.failures] == ["grad_flow"]
     with pytest.raises(PreflightError, match=r"grad_flow: .*branch\.weight"):
@@ -143,7 +140,6 @@ def test_manual_optimization_skips_with_reason():
 
 
 def test_user_code_errors_become_an_error_not_a_crash():
-    """Issue #24: an exception in user code is an `error` with the exception, no longer a quiet `skip`."""
     report = preflight(M.MLP(), train_dataloaders=M.out_of_range_loader(), checks=["data", "init_loss"])
     assert report["data"].status == "fail"
     assert report["init_loss"].status == "error" and "IndexError" in report["init_loss"].message

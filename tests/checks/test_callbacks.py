@@ -17,7 +17,8 @@ from lightning_recipes.checks import (
     Preflight,
     PreflightError,
 )
-from lightning_recipes.testing import InMemoryLogger, TinyClassifier, fast_trainer
+from lightning_recipes.data import DigitsDataModule
+from lightning_recipes.testing import DigitsCNN, InMemoryLogger, TinyClassifier, fast_trainer
 
 from . import _models as M
 
@@ -50,9 +51,6 @@ def test_check_logs_its_measurement_and_reads_fit_dataloaders(tmp_path):
 
 
 def test_check_reads_datamodule_and_model_hook_loaders(tmp_path):
-    from lightning_recipes.data import DigitsDataModule
-    from lightning_recipes.testing import DigitsCNN
-
     check = DataCheck()
     fast_trainer(max_steps=1, callbacks=[check], default_root_dir=tmp_path).fit(
         DigitsCNN(width=8), datamodule=DigitsDataModule(batch_size=32)
@@ -132,9 +130,7 @@ def test_state_dict_round_trip_and_resume_skips_the_checks(tmp_path):
     )
     trainer.fit(TinyClassifier(), M.loader(), ckpt_path=ckpt)
     assert trainer.global_step == 4
-    assert (
-        resumed_check.result.to_dict() == check.result.to_dict()
-    )  # restored from the checkpoint, not re-measured
+    assert resumed_check.result.to_dict() == check.result.to_dict()  # restored, not re-measured
     assert resumed_pf.report.to_dict() == preflight.report.to_dict()
 
 

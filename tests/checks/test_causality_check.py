@@ -13,8 +13,11 @@ from torch.nn import functional as F
 
 from galleries.preflight.families import _leakage_models as M
 from galleries.preflight.families import causality
-from lightning_recipes.checks import CheckContext, preflight
+from lightning_recipes.checks import CheckContext, PreflightError, preflight
 from lightning_recipes.checks.model.causality_check import CausalityCheck, next_token_task
+from lightning_recipes.testing import fast_trainer
+
+from ._models import AdamModule, SGDModule
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -54,7 +57,7 @@ def test_gallery_healthy_model_is_not_flagged(case):
         assert "not next-token prediction" in result.message and "causal=True" in result.message
 
 
-class PlantedLeak(pl.LightningModule):
+class PlantedLeak(SGDModule):
     """Causal by construction (a running mean over the prefix) except at one output position ``at``, which
     also reads the input ``ahead`` steps later: the reference the check must localise exactly."""
 
@@ -75,9 +78,6 @@ class PlantedLeak(pl.LightningModule):
         x, y = batch
         out = self(x)
         return F.cross_entropy(out.flatten(0, 1), y.flatten()) if self.tokens else F.mse_loss(out, y)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
 @pytest.mark.parametrize(("tokens", "method"), [(True, "perturbation"), (False, "perturbation")])
@@ -151,9 +151,6 @@ def test_the_output_must_be_position_aligned():
 
 
 def test_as_a_callback_a_leaking_lm_stops_fit_before_training(tmp_path):
-    from lightning_recipes.checks import PreflightError
-    from lightning_recipes.testing import fast_trainer
-
     data = M.lm_data()
     trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path, callbacks=[CausalityCheck()], logger=False)
     with pytest.raises(PreflightError, match="causality"):
@@ -165,7 +162,7 @@ def test_as_a_callback_a_leaking_lm_stops_fit_before_training(tmp_path):
     assert check.result is not None and check.result.status == "pass" and trainer.global_step == 2
 
 
-class Forecaster(pl.LightningModule):
+class Forecaster(AdamModule):
     """Next-step forecast of feature 0 of a 3-feature series ``[B, T, 3]`` (targets ``[B, T]``) with a 1-D
     conv over time: ``left`` padding (causal) or ``same`` padding (centred: reads ``k // 2`` future steps)."""
 
@@ -184,9 +181,6 @@ class Forecaster(pl.LightningModule):
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         x, y = batch
         return F.mse_loss(self(x), y)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 def forecast_data(n: int = 64, steps: int = 24) -> dict[str, Any]:

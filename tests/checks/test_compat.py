@@ -1,5 +1,4 @@
-"""Reports and a checkpoint saved before the ``checks/`` move and the ``PreflightOptions`` record load and
-compare."""
+"""Reports and a checkpoint saved before the ``checks/`` move and the ``PreflightOptions`` record load."""
 
 from __future__ import annotations
 
@@ -32,22 +31,15 @@ def test_report_matches_the_one_saved_before_the_move():
     # the checks that existed when the fixture was saved (checks added since have no saved result)
     names = [result["name"] for result in saved["results"]]
     report = preflight(model, train_dataloaders=loader, checks=names, num_threads=1)
-    # statuses and evidence (details), numbers to 12 significant digits: the one statistics module (issue #33)
-    # computes input_independence's noise in another order of operations, one ulp from the saved value. The
-    # wording is not compared: since issue #34 a result is a one-sentence summary and an action.
+    # statuses and evidence (details), numbers to 12 significant digits (one ulp moved); not the wording
     now = fixtures.normalised(report.to_dict())
     assert [(r["name"], r["status"]) for r in now["results"]] == [
         (r["name"], r["status"]) for r in saved["results"]
     ]
-    # every saved field of the evidence is there with its saved value; fields added since (a new abstain
-    # rule's evidence, e.g. grad_flow's "cancelled") are additions, which a saved report's reader never sees.
-    # Re-saved once on purpose: overfit_batch's evidence, when it began to fit through the user's own loop
-    # (issue #34: a real Trainer stops at 12 steps where the old loop stopped at 10; optimizer is a list)
+    # every saved field of the evidence keeps its saved value; fields added since are not compared
     saved_details = _to_12_digits([r["details"] for r in saved["results"]])
-    assert (
-        _only_saved_fields(_to_12_digits([r["details"] for r in now["results"]]), saved_details)
-        == saved_details
-    )
+    now_details = _to_12_digits([r["details"] for r in now["results"]])
+    assert _only_saved_fields(now_details, saved_details) == saved_details
     assert {k: v for k, v in now.items() if k != "results"} == {
         k: v for k, v in saved.items() if k != "results"
     }
@@ -113,8 +105,7 @@ def test_to_dict_keeps_the_keys_and_verdicts_of_the_report_written_before_the_re
     model, loader = fixtures.fixture_inputs()
     report = preflight(model, train_dataloaders=loader, num_threads=1, progress=False)
     now = fixtures.normalised(report.to_dict())
-    # every key a consumer read is still there (#34 added summary/action/guide); a result's evidence (its
-    # details) is each check's own and was rebuilt by #34, so only the record's keys are compared
+    # every key a consumer read is still there; the evidence (details) is each check's own: not compared
     assert _keys(_without_details(saved)) <= _keys(_without_details(now))
     assert [(r["name"], r["status"]) for r in now["results"]] == [
         (r["name"], r["status"]) for r in saved["results"]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +22,7 @@ from lightning_recipes.testing import TinyTransformerLM, random_token_loader
 from tests.helpers.saved_results import assert_same_as_saved
 
 from . import _models as M
-
-
-class UninspectableLoader:
-    """An iterable of batches that is not a ``DataLoader``: nothing tells whether it shuffles."""
-
-    def __init__(self, batches: list) -> None:
-        self.batches = batches
-
-    def __iter__(self) -> Iterator:
-        return iter(self.batches)
+from ._models import UninspectableLoader
 
 
 def _unlabelled_batches(count: int = 4) -> list[Tensor]:

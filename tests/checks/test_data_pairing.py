@@ -22,9 +22,8 @@ def bumps(n: int, seed: int) -> tuple[Tensor, Tensor, Tensor]:
     label = torch.randint(0, 2, (n,), generator=g)
     centre = torch.randint(4, WIDTH - 4, (n,), generator=g)
     grid = torch.arange(WIDTH)
-    x = ((grid - centre[:, None]).abs() <= label[:, None] + 1).float() + 0.05 * torch.randn(
-        n, WIDTH, generator=g
-    )
+    noise = 0.05 * torch.randn(n, WIDTH, generator=g)
+    x = ((grid - centre[:, None]).abs() <= label[:, None] + 1).float() + noise
     return x, label, centre.float()[:, None] / WIDTH
 
 

@@ -1,5 +1,4 @@
-"""The ``data`` check judges repeated samples on the dataset's distinct indices: a sampler that draws with
-replacement repeats indices, which is not repeated data (issue #24)."""
+"""``data`` judges repeats on distinct indices: a sampler drawing with replacement is not repeated data."""
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ def data_result(loader: DataLoader):
 
 
 def test_a_balanced_weighted_sampler_over_distinct_samples_is_not_duplicate_data():
-    # 20 rare samples drawn ~100 times in 200: before the fix, "51.5% identical copies" and a fail.
+    # 20 rare samples drawn ~100 times in 200: repeated indices, not identical copies
     y = torch.tensor([0] * 180 + [1] * 20)
     x = torch.randn(200, 16, generator=torch.Generator().manual_seed(1))
     result = data_result(balanced_loader(x, y))

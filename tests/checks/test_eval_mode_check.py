@@ -1,4 +1,4 @@
-"""``EvalModeCheck``: eval() must be deterministic and stateless (issue 14)."""
+"""``EvalModeCheck``: eval() must be deterministic and stateless."""
 
 from __future__ import annotations
 
@@ -9,13 +9,16 @@ import pytest
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from galleries.preflight.families import eval_mode as gallery
 from galleries.preflight.families._data_models import IN, NoisyCNN, digits_split, gaussian
+from galleries.preflight.families._shapes_models import DictDataset
 from lightning_recipes.checks import CheckContext, preflight
 from lightning_recipes.checks.model.eval_mode_check import EvalModeCheck
 from lightning_recipes.testing import fast_trainer
+
+from ._models import SGDModule, UninspectableLoader
 
 
 @pytest.mark.parametrize("case", gallery.BUGS, ids=lambda c: c.id)
@@ -30,23 +33,8 @@ def test_gallery_bug_fails_with_the_culprit_named(case):
 def test_gallery_healthy_model_passes(case):
     result = preflight(case.model(), **case.data(), checks=[EvalModeCheck()])["eval_mode"]
     assert result.status == "pass", result.message
-
-
-def test_mode_dependent_layers_reported_as_information():
-    case = next(c for c in gallery.HEALTHY if c.id == "batchnorm-dropout-digits-cnn")
-    result = preflight(case.model(), **case.data(), checks=[EvalModeCheck()])["eval_mode"]
-    assert result.details["mode_dependent_layers"] == {"BatchNorm2d": 2, "Dropout": 1}
-
-
-class _DictSet(Dataset):
-    def __init__(self, x: Tensor, y: Tensor) -> None:
-        self.x, self.y = x, y
-
-    def __len__(self) -> int:
-        return len(self.x)
-
-    def __getitem__(self, index: int) -> dict[str, Tensor]:
-        return {"x": self.x[index], "labels": self.y[index]}
+    if case.id == "batchnorm-dropout-digits-cnn":  # mode-dependent layers: reported as information
+        assert result.details["mode_dependent_layers"] == {"BatchNorm2d": 2, "Dropout": 1}
 
 
 class _Inner(nn.Module):
@@ -63,7 +51,7 @@ class _Inner(nn.Module):
         return self.head(hidden)
 
 
-class WrappedNoForward(pl.LightningModule):
+class WrappedNoForward(SGDModule):
     """The Hugging Face shape: ``self.model``, no ``forward``, dict batches; optional masking in the step."""
 
     def __init__(self, noisy: bool = False, mask_in_step: bool = False) -> None:
@@ -77,12 +65,10 @@ class WrappedNoForward(pl.LightningModule):
             x = x * (torch.rand_like(x) > 0.2)
         return F.cross_entropy(self.model(x), batch["labels"])
 
-    def configure_optimizers(self) -> Any:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
 
 def _dict_loader() -> DataLoader:
-    return DataLoader(_DictSet(*gaussian(64, 0)), batch_size=16)
+    x, y = gaussian(64, 0)
+    return DataLoader(DictDataset(x=x, labels=y), batch_size=16)
 
 
 def test_wrapped_module_without_forward_noise_in_the_wrapped_model_fails():
@@ -106,15 +92,12 @@ def test_user_model_rng_and_mode_untouched():
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    result = EvalModeCheck().run(CheckContext(model, **_context_data(case.data())))
+    data = case.data()
+    result = EvalModeCheck().run(CheckContext(model, data["train_dataloaders"], data.get("val_dataloaders")))
     assert result.status == "fail"
     assert torch.equal(torch.rand(3), expected)
     assert model.training
     assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
-
-
-def _context_data(data: dict[str, Any]) -> dict[str, Any]:
-    return {"train_dataloader": data["train_dataloaders"], "val_dataloader": data.get("val_dataloaders")}
 
 
 def test_hugging_face_gpt2_with_dropout_passes_in_eval():
@@ -136,19 +119,9 @@ def test_hugging_face_gpt2_with_dropout_passes_in_eval():
 
     ids = torch.randint(0, 64, (16, 12), generator=torch.Generator().manual_seed(0))
     batches = [{"input_ids": ids[i : i + 8], "labels": ids[i : i + 8]} for i in (0, 8)]
-    result = EvalModeCheck(num_samples=4).run(CheckContext(GPT2Module(), _Batches(batches)))
+    result = EvalModeCheck(num_samples=4).run(CheckContext(GPT2Module(), UninspectableLoader(batches)))
     assert result.status == "pass", result.message
     assert result.details["mode_dependent_layers"]["Dropout"] >= 3
-
-
-class _Batches:
-    """A plain iterable of prepared batches."""
-
-    def __init__(self, batches: list[Any]) -> None:
-        self.batches = batches
-
-    def __iter__(self) -> Any:
-        return iter(self.batches)
 
 
 def test_as_callback_warns_and_training_continues(tmp_path):
@@ -159,7 +132,7 @@ def test_as_callback_warns_and_training_continues(tmp_path):
     assert trainer.global_step == 2 and check.failed_on_any_rank
 
 
-class _LengthsModel(pl.LightningModule):
+class _LengthsModel(SGDModule):
     """``forward(x, lengths)``: a masked mean over the real steps, then a linear head; ``noisy`` adds noise in
     ``forward`` whatever the mode (the eval-mode bug)."""
 
@@ -179,9 +152,6 @@ class _LengthsModel(pl.LightningModule):
         x, lengths, y = batch
         return torch.nn.functional.cross_entropy(self(x, lengths), y)
 
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
 
 def _lengths_loader() -> torch.utils.data.DataLoader:
     g = torch.Generator().manual_seed(0)
@@ -193,13 +163,12 @@ def _lengths_loader() -> torch.utils.data.DataLoader:
 
 @pytest.mark.parametrize(("noisy", "status"), [(False, "pass"), (True, "fail")])
 def test_a_forward_taking_lengths_is_observed_through_training_step(noisy, status):
-    """Issue #24: ``forward(x, lengths)`` cannot be called as ``forward(x)``; the check reads the output while
-    ``training_step`` runs instead of ending in an error."""
+    """``forward(x, lengths)`` is observed while ``training_step`` runs, not called as ``forward(x)``."""
     result = preflight(_LengthsModel(noisy), train_dataloaders=_lengths_loader(), checks=["eval_mode"])
     assert result["eval_mode"].status == status, result["eval_mode"].message
 
 
-class _PairScorer(pl.LightningModule):
+class _PairScorer(SGDModule):
     """User and item embeddings scored by a dot product; the step samples a negative item per row (BPR)."""
 
     def __init__(self, noisy: bool = False) -> None:
@@ -214,9 +183,6 @@ class _PairScorer(pl.LightningModule):
         users, liked = batch[0].unbind(1)
         other = torch.randint(30, liked.shape)
         return -F.logsigmoid(self(users, liked) - self(users, other)).mean()
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
 @pytest.mark.parametrize("noisy", [False, True])
@@ -261,9 +227,8 @@ def _one_class_loader() -> DataLoader:
 def test_a_lazy_initialisation_on_the_first_pass_is_not_a_state_change():
     result = EvalModeCheck().run(CheckContext(_CentredScorer(), _one_class_loader()))
     assert result.status == "pass", result.message
-    assert (
-        result.details["initialised_state"] == ["centre", "centred"] and not result.details["changed_state"]
-    )
+    assert result.details["initialised_state"] == ["centre", "centred"]
+    assert not result.details["changed_state"]
     assert "first pass initialised `centre`, `centred`" in result.summary and len(result.summary) <= 120
 
 
@@ -273,7 +238,7 @@ def test_a_state_set_from_every_input_fails_even_when_one_batch_sets_the_same_va
     assert result.details["changed_state"] == ["centre"] and not result.details["initialised_state"]
 
 
-class _DictForward(pl.LightningModule):
+class _DictForward(SGDModule):
     """``forward(batch)`` reads a dict batch (inputs, target, an integer ``row_id`` as metadata) whole, as the
     step calls it; ``functional`` drops features with ``F.dropout(x, 0.3)``, active in eval too (the bug)."""
 
@@ -287,14 +252,10 @@ class _DictForward(pl.LightningModule):
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         return F.cross_entropy(self(batch), batch["labels"])
 
-    def configure_optimizers(self) -> Any:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
 
 @pytest.mark.parametrize(("functional", "status"), [(False, "pass"), (True, "fail")])
 def test_a_forward_taking_the_whole_dict_batch_is_judged_as_the_step_calls_it(functional, status):
-    """Sealed gallery F: ``forward(batch)`` cannot take the input tensor alone (it indexes the dict), so the
-    check reads the output while ``training_step`` calls it, instead of ending ``inconclusive``."""
+    """``forward(batch)`` (it cannot take the input alone) is observed while ``training_step`` calls it."""
     x, y = gaussian(64, 0)
     rows = [{"x": x[i], "labels": y[i], "row_id": i} for i in range(64)]
     result = EvalModeCheck().run(CheckContext(_DictForward(functional), DataLoader(rows, batch_size=16)))

@@ -14,15 +14,11 @@ from galleries.preflight.families import Case
 from lightning_recipes.checks import CHECKS, preflight
 
 
-def _modules() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(gallery.__path__) if not m.name.startswith("_"))
-
-
 def _cases(kind: str) -> list[tuple[str, Case]]:
     """Every case of every family module; a case listed by two families (one healthy model that matters to
     both, same id) counts once."""
     found: dict[str, tuple[str, Case]] = {}
-    for name in _modules():
+    for name in sorted(m.name for m in pkgutil.iter_modules(gallery.__path__) if not m.name.startswith("_")):
         module = importlib.import_module(f"{gallery.__name__}.{name}")
         for case in getattr(module, kind, []):
             found.setdefault(case.id, (name, case))

@@ -3,19 +3,25 @@ models are not flagged; the retries are fixed work."""
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
 
 from galleries.preflight.families import _existing_models as M
+from galleries.preflight.families import legacy
 from lightning_recipes.checks import CheckContext, GradFlowCheck, preflight
 from lightning_recipes.checks._budget import time_budget
+from lightning_recipes.checks.report import SUMMARY_LIMIT
+from lightning_recipes.testing import TinyClassifier
 
 from . import _models
 
 
 def test_lora_style_model_passes_and_reports_the_frozen_base_as_information():
-    """B = 0 at init: A gets an exactly-zero gradient at step 0, and the base is frozen. Before: a warn."""
+    """B = 0 at init: A gets an exactly-zero gradient at step 0, and the base is frozen."""
     result = preflight(M.LoRAClassifier(), **M.classification_data(), checks=[GradFlowCheck()])["grad_flow"]
     assert result.status == "pass", result.message
     assert result.details["steps"] == 2  # A's gradient appears once B has moved
@@ -36,8 +42,6 @@ def test_prior_initialised_head_with_zero_weights_passes():
 
 
 def test_everything_frozen_fails():
-    """Before: the backward pass raised and the check skipped ("could not run")."""
-
     class AllFrozen(M.MLPClassifier):
         def __init__(self):
             super().__init__()
@@ -59,10 +63,7 @@ def test_frozen_layer_inside_the_optimizer_warns_and_says_so():
 
 
 def test_the_retries_are_fixed_work_not_cut_by_the_time_budget():
-    """TinyClassifier's zero head gives its body zero gradients at step 0; a spent time budget no longer cuts
-    the retries short (issue #34: the verdict does not depend on machine load)."""
-    from lightning_recipes.testing import TinyClassifier
-
+    """A spent time budget does not cut the retries (TinyClassifier's zero head: no body gradient at 0)."""
     with time_budget(0.0):
         result = GradFlowCheck().check(CheckContext(TinyClassifier(), _models.loader()))
     assert result.status == "pass", result.message
@@ -70,11 +71,7 @@ def test_the_retries_are_fixed_work_not_cut_by_the_time_budget():
 
 
 def test_model_and_loop_summaries_are_one_short_sentence():
-    """#34: every result of the model and loop checks is a summary of at most 120 characters and, when not
-    a pass, one action; on the legacy gallery's bugs and a healthy model."""
-    from galleries.preflight.families import legacy
-    from lightning_recipes.checks.report import SUMMARY_LIMIT
-
+    """Model and loop checks on the legacy bugs and a healthy model: short summaries, an action."""
     mine = ["grad_flow", "batch_independence", "causality", "padding", "eval_mode"]
     mine += ["schedule", "optimization", "validation_path"]
     for case in [c for c in legacy.BUGS if c.check in mine] + legacy.HEALTHY[:1]:
@@ -123,10 +120,6 @@ def _halved_gradient(h):
 
 def _quantised_by_detach(h):  # the straight-through estimator: round forward, identity backward
     return h + ((4 * h).round() / 4 - h).detach()
-
-
-def _dropout(h):
-    return F.dropout(torch.tanh(h), 0.5, training=True)
 
 
 class Activated(_models.Regressor):
@@ -187,8 +180,7 @@ def _derivative(make, *args):
 
 
 def test_a_wrong_custom_backward_warns_and_names_the_tensors_and_the_function_behind_it():
-    """Sealed gallery F's bug: stage one saw finite, non-zero gradients everywhere. A hand-written backward
-    may edit the gradient on purpose (a reversal layer), so the mismatch through one warns, naming it."""
+    """A mismatch through a hand-written backward (maybe on purpose) warns, naming it."""
     result, found = _derivative(Activated, _SoftplusWrongBackward.apply)
     assert result.status == "warn", result.message
     assert found["mismatch"] == ["net.0.weight", "net.0.bias"], found
@@ -279,15 +271,11 @@ def test_declared_stop_gradients_and_straight_through_estimators_pass():
 
 
 def test_dropout_is_the_same_in_every_pass():
-    result, found = _derivative(Activated, _dropout)
+    result, found = _derivative(Activated, lambda h: F.dropout(torch.tanh(h), 0.5, training=True))
     assert result.status == "pass" and found["compared"], (result.message, found)
 
 
 def test_the_stage_leaves_the_model_the_rngs_and_the_default_dtype_as_they_were():
-    import random
-
-    import numpy as np
-
     torch.manual_seed(0)
     model = Activated(_SoftplusWrongBackward.apply)
     before = {name: t.clone() for name, t in model.state_dict().items()}
@@ -314,7 +302,6 @@ def test_a_float16_cast_inside_is_not_compared_and_says_why():
 
 
 def test_a_tensor_made_float_inside_is_compared_in_float64():
-    """``.float()`` (a mask, a one-hot, a constant matrix) means float64 during the comparison; before, the
-    matmul of float32 and float64 raised and the stage did not compare (8 gallery models)."""
+    """``.float()`` inside (a mask, a one-hot, a constant matrix) means float64 in the comparison."""
     result, found = _derivative(Activated, lambda h: torch.tanh(h) @ torch.eye(h.shape[-1]).float())
     assert result.status == "pass" and found["compared"], (result.message, found)

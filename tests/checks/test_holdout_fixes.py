@@ -1,5 +1,4 @@
-"""Two gaps the blind hold-out gallery (``gallery/holdout.py``, written without reading the checks) found, and
-the tests that keep them closed. Both failed (``pass``) before the fix."""
+"""Two gaps the blind hold-out gallery (``holdout.py``) found, and the tests that keep them closed."""
 
 from __future__ import annotations
 

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import math
 
+import lightning.pytorch as pl
 import pytest
 import torch
 from torch.nn import functional as F
 
 from galleries.preflight.families import _existing_models as M
 from galleries.preflight.families.init_loss import BUGS
-from lightning_recipes.checks import InitLossCheck, preflight
+from lightning_recipes.checks import CheckContext, InitLossCheck, preflight
 from lightning_recipes.checks.loss._expected_loss import (
     ce_floor,
     expected_initial_loss,
     record_loss_calls,
 )
 from lightning_recipes.checks.report import SUMMARY_LIMIT
+
+from . import _models
 
 
 @pytest.mark.parametrize("case", BUGS, ids=[c.id for c in BUGS])
@@ -58,7 +61,6 @@ def test_a_zero_head_scores_exactly_what_its_loss_expects(model, data, expected,
 
 
 def test_prior_initialised_bce_bias_on_1_to_9_data_passes_at_the_prior_entropy():
-    """The issue's case: before, this failed with ratio ~0.4 (compared with ln 2)."""
     data = M.binary_data(0.1)
     result = preflight(M.PriorBiasBCE(0.1), **data, checks=[InitLossCheck()])["init_loss"]
     assert result.status == "pass", result.message
@@ -73,7 +75,6 @@ def test_prior_initialised_bce_bias_on_1_to_9_data_passes_at_the_prior_entropy()
 
 @pytest.mark.parametrize("prior", [(0.9, 0.1), (0.7, 0.2, 0.1)])
 def test_prior_initialised_softmax_bias_passes_at_the_prior_entropy(prior):
-    """Before: both were flagged "suspiciously low" (ratios 0.55 and 0.67 against ln C)."""
     data = M.imbalanced_data(prior)
     result = preflight(M.PriorBiasClassifier(prior), **data, checks=[InitLossCheck()])["init_loss"]
     assert result.status == "pass", result.message
@@ -107,7 +108,7 @@ def test_label_smoothing_keeps_ln_c_and_states_the_floor():
 
 
 def test_lightning_style_autoencoder_skips_with_reason_instead_of_failing():
-    """Before: the integer label of the ``(x, label)`` batch made the 64 outputs read as 64-class logits."""
+    """The integer label of the ``(x, label)`` batch does not make the 64 outputs 64-class logits."""
     result = preflight(M.LitAutoEncoder(), **M.reconstruction_data(), checks=[InitLossCheck()])["init_loss"]
     assert result.status == "skip", result.message
     assert "mse_loss" in result.summary and "no known value at init" in result.summary
@@ -163,7 +164,6 @@ def test_hugging_face_causal_lm_without_forward_reads_its_loss_call():
     """GPT-2 wrapped as ``self.model`` (no ``forward``), dict batches: its ``ForCausalLMLoss`` calls
     ``cross_entropy`` on the shifted logits; the check reads ``C = vocab_size`` from that call."""
     transformers = pytest.importorskip("transformers", reason="the Hugging Face test needs transformers")
-    import lightning.pytorch as pl
 
     class Wrapped(pl.LightningModule):
         def __init__(self):
@@ -188,17 +188,9 @@ def test_hugging_face_causal_lm_without_forward_reads_its_loss_call():
 
 def test_a_default_init_on_weakly_skewed_labels_is_never_read_as_a_prior():
     """Mildly skewed labels: a random init is judged against ln C whatever the seed, never read as a prior."""
-    import math
-
-    import torch
-
-    from lightning_recipes.checks import CheckContext, InitLossCheck
-
-    from . import _models as M
-
     for seed in range(20):
         torch.manual_seed(seed)
-        result = InitLossCheck().run(CheckContext(M.MLP(), M.loader()))
+        result = InitLossCheck().run(CheckContext(_models.MLP(), _models.loader()))
         assert result.details["expected"] == pytest.approx(math.log(4)), (seed, result.message)
 
 
@@ -240,8 +232,7 @@ class _Pinball(M.MLPClassifier):
     "model", [_Distilled, _InfoNCE, _Pinball], ids=["distillation", "infonce", "pinball"]
 )
 def test_a_loss_whose_value_at_init_is_not_known_is_skipped_never_failed(model):
-    """Issue #34: a distillation loss failed for not being ln C. Unknown losses abstain, whatever
-    `num_classes` the preflight was given."""
+    """Unknown losses (distillation) abstain, whatever `num_classes` the preflight was given."""
     result = preflight(model(), **M.classification_data(), num_classes=4, checks=[InitLossCheck()])[0]
     assert result.status == "skip", result.message
     assert "no known value at init" in result.summary or "no single loss call" in result.summary

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from galleries.preflight.stage.data_stages import HEALTHY
 from lightning_recipes.checks import preflight
 from lightning_recipes.checks.loss.input_independence_check import InputIndependenceCheck, loss_drop
 from lightning_recipes.checks.report import SUMMARY_LIMIT
@@ -64,8 +65,7 @@ def test_a_learning_model_passes_against_both_controls() -> None:
 
 
 def test_shuffled_labels_with_clean_validation_fail() -> None:
-    """Issue #34: labels through an independent permutation in training only, a clean validation set; held-out
-    loss with real inputs is no better than with none, and the pairs fit no faster than permuted ones."""
+    """Labels permuted in training only, clean validation: both controls fail it."""
     clean = M.loader(n=512, shuffle=False, seed=3)
     x, y = clean.dataset.tensors
     shuffled = y[torch.randperm(len(y), generator=torch.Generator().manual_seed(1))]
@@ -81,11 +81,8 @@ class PackedGRU(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.embed, self.gru, self.head = (
-            nn.Embedding(12, 16, padding_idx=0),
-            nn.GRU(16, 16),
-            nn.Linear(16, 3),
-        )
+        self.embed = nn.Embedding(12, 16, padding_idx=0)
+        self.gru, self.head = nn.GRU(16, 16), nn.Linear(16, 3)
 
     def forward(self, tokens: Tensor) -> Tensor:
         lengths = (tokens != 0).sum(1)
@@ -115,8 +112,7 @@ def _token_data(seed: int) -> DataLoader:
 
 
 def test_a_model_that_raises_on_zero_length_inputs_is_judged_not_errored() -> None:
-    """Issue #34's seq2seq: zeroing the source made packing raise and the check an `error`. The inputs are
-    now removed by giving each sample another sample's input, which keeps every length valid."""
+    """Inputs are removed by giving each sample another's input, which keeps every length valid."""
     result = _run(Packed(), train_dataloaders=_token_data(0), val_dataloaders=_token_data(1))
     assert result.status == "pass", result.message
 
@@ -159,10 +155,7 @@ def test_loss_drop_is_learning_beyond_the_losss_own_noise(losses, num_batches, f
 
 
 def test_healthy_data_split_by_subject_is_not_blamed_on_the_labels() -> None:
-    """Issue #24: the check's small copy memorises subjects, so held-out loss with real inputs is worse than
-    with none. The permuted-target control tells it from shuffled labels: the real pairs fit faster."""
-    from galleries.preflight.stage.data_stages import HEALTHY
-
+    """Subjects memorised by the small copy: the permuted-target control tells it from shuffled labels."""
     (case,) = [c for c in HEALTHY if c.id == "st_ok_repeat_measurements_split_by_subject"]
     result = _run(case.model(), **case.data())
     assert result.status in ("inconclusive", "pass"), result.message
@@ -177,8 +170,7 @@ def _images(n: int, seed: int) -> Tensor:
 
 
 class MaskedReconstruction(TinyClassifier):
-    """``(image, mask)`` batches: masked pixels hidden and scored by a hand-written loss; any mask fits any
-    image."""
+    """``(image, mask)`` batches: masked pixels hidden, scored by a hand-written loss (any mask fits)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -227,9 +219,7 @@ class Denoiser(TinyClassifier):
 
 
 def test_shuffled_targets_shaped_like_the_input_still_fail() -> None:
-    """The model-free control does not rescue broken pairs: noisy images served with another image's clean
-    target (a training-only shuffle, clean validation) are no closer to their own target than to a moved
-    one, so the control must hold on the trained pairs too."""
+    """Noisy images served with another image's clean target: the model-free control does not rescue them."""
     clean = _images(512, 1) + 1  # a mean to learn first: the real copy's loss falls
     noisy = clean + 0.3 * torch.randn(clean.shape, generator=torch.Generator().manual_seed(5))
     shuffled = clean[torch.randperm(512, generator=torch.Generator().manual_seed(6))]
@@ -265,10 +255,7 @@ class ClassConditionalDecoder(TinyClassifier):
 
 @pytest.mark.parametrize("sorted_apart", [True, False])
 def test_the_permuted_target_control_decides_when_moved_inputs_do_worse(sorted_apart: bool) -> None:
-    """Issue #34 (sealed F): images sorted by ink for a curriculum, their labels not. Held out, the real
-    inputs beat moved ones (any input the model has seen beats one it has not), but the real pairs do no
-    better than permuted ones within a bound under ``min_improvement``: that control decides, a fail. The
-    images kept with their labels pass."""
+    """Images sorted by ink, labels not: the permuted-target control decides (fail); kept together: pass."""
     from sklearn.datasets import load_digits
 
     x, y = (torch.as_tensor(a) for a in load_digits(return_X_y=True))

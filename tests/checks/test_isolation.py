@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from lightning_recipes.checks import InputIndependenceCheck, OverfitBatchCheck, preflight
+from lightning_recipes.checks import InputIndependenceCheck, OverfitBatchCheck, Preflight, preflight
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.testing import DigitsCNN, fast_trainer
 
@@ -64,8 +64,6 @@ def test_preflight_leaves_weights_rng_and_loader_untouched(broken):
 
 
 def _fit(with_preflight: bool, tmp_path) -> tuple[torch.Tensor, ...]:
-    from lightning_recipes.checks import Preflight
-
     torch.manual_seed(0)
     model = M.MLP()
     callbacks = [Preflight(print_report=False)] if with_preflight else []

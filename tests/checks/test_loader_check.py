@@ -10,6 +10,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, SubsetRandomSampler, TensorDataset, WeightedRandomSampler
 
 from lightning_recipes.checks import Preflight, preflight
+from lightning_recipes.checks.data._loader_samples import dataset_labels
 from lightning_recipes.checks.data.loader_check import LoaderCheck
 from lightning_recipes.checks.loop.schedule_check import ScheduleCheck
 from lightning_recipes.testing import TinyClassifier, fast_trainer
@@ -205,8 +206,6 @@ class TargetsAttribute(Dataset):
 
 
 def test_labels_come_from_a_targets_attribute_without_loading_samples():
-    from lightning_recipes.checks.data._loader_samples import dataset_labels
-
     data = imbalanced()
     labels = dataset_labels(TargetsAttribute(data), range(len(data)), None)
     assert labels is not None and labels.tolist() == data.tensors[1].tolist()

@@ -12,12 +12,15 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from galleries.preflight.families._shapes_models import DictDataset
 from lightning_recipes.checks import PreflightError, preflight
 from lightning_recipes.checks.loss._expected_loss import record_loss_calls
 from lightning_recipes.checks.loss._loss_probe import falls_without_bound, input_bounds, loss_floor
 from lightning_recipes.checks.loss.loss_check import LossCheck
 from lightning_recipes.checks.report import SUMMARY_LIMIT
 from lightning_recipes.testing import fast_trainer
+
+from ._models import AdamModule
 
 IN, C = 8, 4
 
@@ -57,7 +60,7 @@ def _run(model: pl.LightningModule, loader: DataLoader, **kwargs: Any) -> Any:
     return preflight(model, train_dataloaders=loader, checks=[LossCheck(**kwargs)], num_threads=1)["loss"]
 
 
-class Classifier(pl.LightningModule):
+class Classifier(AdamModule):
     """An MLP classifier; each case passes its ``loss_fn(out, y)`` (or overrides ``loss``)."""
 
     def __init__(self, classes: int = C, loss_fn: Any = F.cross_entropy) -> None:
@@ -75,9 +78,6 @@ class Classifier(pl.LightningModule):
         x, y = batch
         return self.loss(self(x), y)
 
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
-
 
 # ---------------------------------------------------------------- 1. every target value moves the loss
 def _ce(**kwargs: Any) -> Any:
@@ -85,7 +85,7 @@ def _ce(**kwargs: Any) -> Any:
     return lambda out, y: F.cross_entropy(out, y, **kwargs)
 
 
-class TokenModel(pl.LightningModule):
+class TokenModel(AdamModule):
     """A next-token model over padded sequences; the loss ignores ``ignore`` (the padding)."""
 
     def __init__(self, ignore: int, vocab: int = 12) -> None:
@@ -101,9 +101,6 @@ class TokenModel(pl.LightningModule):
         x, y = batch
         logits = self(x)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=self.ignore)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 def _minus_100_loader() -> DataLoader:
@@ -180,7 +177,7 @@ class SoftmaxIntoCrossEntropy(Classifier):
         return self.net(x).softmax(-1)
 
 
-class MultiLabel(pl.LightningModule):
+class MultiLabel(AdamModule):
     """Multi-label heads: ``activation`` picks a healthy head or one with a floor (see the
     parametrization)."""
 
@@ -201,9 +198,6 @@ class MultiLabel(pl.LightningModule):
         if self.activation == "double":
             return F.binary_cross_entropy(torch.sigmoid(torch.sigmoid(z)), y)
         return F.binary_cross_entropy(torch.sigmoid(z), y)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 def test_probabilities_into_cross_entropy_fail_with_the_floor():
@@ -233,7 +227,7 @@ def test_multi_label_floors_sigmoid_into_logits_softmax_double_sigmoid_fail(acti
 
 
 # ---------------------------------------------------------------- 3. regression targets off unit scale
-class Regressor(pl.LightningModule):
+class Regressor(AdamModule):
     """An MLP regressor; ``loss_fn(out, y)`` is the case's loss (MSE unless given)."""
 
     def __init__(
@@ -252,9 +246,6 @@ class Regressor(pl.LightningModule):
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         x, y = batch
         return self.loss_fn(self(x), y)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 # ---------------------------------------------------------------- 4. bounded below
@@ -283,7 +274,7 @@ def _log_likelihood(out: Tensor, y: Tensor) -> Tensor:
     return out.log_softmax(-1).gather(1, y[:, None]).mean()
 
 
-class GaussianNLL(pl.LightningModule):
+class GaussianNLL(AdamModule):
     """A Gaussian negative log-likelihood with a learned variance: negative once fitted, yet bounded."""
 
     def __init__(self) -> None:
@@ -297,9 +288,6 @@ class GaussianNLL(pl.LightningModule):
         x, y = batch
         mean, log_var = self(x).unbind(-1)
         return F.gaussian_nll_loss(mean, y, log_var.exp())
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 def test_the_ray_rule_reads_growth_not_sign():
@@ -328,7 +316,7 @@ def test_unsupported_setups_skip_with_the_reason(model):
 
 
 # ---------------------------------------------------------------- outputs that are already normalised
-class LogSoftmaxLM(pl.LightningModule):
+class LogSoftmaxLM(AdamModule):
     """Like Lightning's demo transformer: forward returns log-probabilities, flattened; the loss is nll_loss.
     Moving the log-probabilities freely would make nll_loss look unbounded: the ray moves the logits."""
 
@@ -346,9 +334,6 @@ class LogSoftmaxLM(pl.LightningModule):
         x, y = batch
         loss = F.nll_loss(self(x), y.reshape(-1))
         return -loss if self.negate else loss
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 class SigmoidOutput(MultiLabel):
@@ -384,7 +369,7 @@ class Wrapped(nn.Module):
         return {"logits": logits, "loss": F.cross_entropy(logits, labels)}
 
 
-class WrappedModel(pl.LightningModule):
+class WrappedModel(AdamModule):
     def __init__(self, sign: float = 1.0) -> None:
         super().__init__()
         self.sign = sign
@@ -393,9 +378,6 @@ class WrappedModel(pl.LightningModule):
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         x, y = batch
         return self.sign * self.model(x, labels=y)["loss"]
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 def test_a_non_finite_loss_skips_and_says_why():
@@ -414,7 +396,7 @@ def test_a_hand_written_loss_is_judged_on_boundedness_only():
     assert result.details["loss_function"] is None
 
 
-class TaggerWithMask(pl.LightningModule):
+class TaggerWithMask(AdamModule):
     """Token tagging from dict batches; the label 5 marks the positions the attention mask hides (scattered,
     not trailing), and the loss ignores it: padding, judged by the mask entry."""
 
@@ -428,32 +410,23 @@ class TaggerWithMask(pl.LightningModule):
         logits = self.head(self.embed(batch["input_ids"]) * batch["attention_mask"][..., None])
         return F.cross_entropy(logits.transpose(1, 2), batch["labels"], ignore_index=self.ignore)
 
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
 
-
-class _Tagging(torch.utils.data.Dataset):
-    def __init__(self) -> None:
-        g = torch.Generator().manual_seed(0)
-        self.ids = torch.randint(0, 10, (64, 12), generator=g)
-        self.mask = (torch.rand(64, 12, generator=g) > 0.2).long()
-        self.labels = torch.where(self.mask.bool(), self.ids % 5, torch.full_like(self.ids, 5))
-
-    def __len__(self) -> int:
-        return 64
-
-    def __getitem__(self, i: int) -> dict[str, Tensor]:
-        return {"input_ids": self.ids[i], "attention_mask": self.mask[i], "labels": self.labels[i]}
+def _tagging() -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 10, (64, 12), generator=g)
+    mask = (torch.rand(64, 12, generator=g) > 0.2).long()
+    labels = torch.where(mask.bool(), ids % 5, torch.full_like(ids, 5))
+    return DataLoader(DictDataset(input_ids=ids, attention_mask=mask, labels=labels), batch_size=16)
 
 
 def test_an_ignored_label_at_the_masked_positions_is_padding():
-    result = _run(TaggerWithMask(ignore=5), DataLoader(_Tagging(), batch_size=16))
+    result = _run(TaggerWithMask(ignore=5), _tagging())
     assert result.status == "pass", result.message
     assert "attention_mask" in result.details["ignored_as_padding"]["5"]
 
 
 def test_an_ignored_real_tag_fails_in_the_same_tagger():
-    result = _run(TaggerWithMask(ignore=2), DataLoader(_Tagging(), batch_size=16))
+    result = _run(TaggerWithMask(ignore=2), _tagging())
     assert result.status == "fail", result.message
     assert [d["label"] for d in result.details["dropped"]] == ["class 2"]
 
@@ -498,9 +471,7 @@ def test_double_sigmoid_into_bce_floor_from_the_narrowed_range():
     high = 1 / (1 + math.exp(-1))  # sigmoid of a probability lies in [0.5, sigmoid(1)]
     expected = (3 * -math.log(high) + 3 * -math.log(0.5)) / 6
     assert floor is not None and floor.bounded and floor.value == pytest.approx(expected, rel=1e-6)
-    assert (
-        _floor_of(lambda: F.binary_cross_entropy(torch.sigmoid(z), target)) is None
-    )  # one sigmoid: no floor
+    assert _floor_of(lambda: F.binary_cross_entropy(torch.sigmoid(z), target)) is None  # one sigmoid: none
 
 
 class SquashedRegressor(Regressor):

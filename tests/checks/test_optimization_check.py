@@ -30,18 +30,14 @@ def test_healthy_loops_pass(model):
     result = _run(model)
     assert result.status == "pass", result.message
     assert result.details["max_residual"] < 1e-6  # the same float sums: equal up to rounding
+    if getattr(model, "mode", None) == "accumulate":  # two micro-batches per step
+        assert result.details["batches"] == 2 * result.details["steps"]
 
 
 def test_gradients_clipped_before_the_step_pass_as_scaled():
     result = _run(M.ClippedGradients())
     assert result.status == "pass", result.message
     assert result.details["scaled_steps"] == result.details["steps"]
-
-
-def test_accumulation_over_micro_batches_steps_every_second_batch():
-    result = _run(M.ManualMLP("accumulate"))
-    assert result.status == "pass", result.message
-    assert result.details["batches"] == 2 * result.details["steps"]
 
 
 @pytest.mark.parametrize(
@@ -71,8 +67,7 @@ def test_submodule_missing_from_the_optimizer_fails_with_its_names():
 
 
 def test_a_spent_budget_does_not_cut_the_trial_short():
-    """Fixed work (#34): the trial is never judged on the steps a busy machine allowed; past its safety cap
-    the check is inconclusive, saying so."""
+    """Fixed work: past its safety cap the check is inconclusive, saying so."""
     result = _run(M.AutoMLP(), time_budget=1e-6)
     if result.status == "inconclusive":
         assert result.details["stopped_by_budget"] is True
@@ -160,9 +155,8 @@ class SideNeverStepped(M.TwoOptimizers):
         opt_net.step()
 
     def configure_optimizers(self):
-        return torch.optim.SGD(self.net.parameters(), lr=0.05), torch.optim.Adam(
-            self.side.parameters(), self.side_lr
-        )
+        side = torch.optim.Adam(self.side.parameters(), self.side_lr)
+        return torch.optim.SGD(self.net.parameters(), lr=0.05), side
 
 
 def test_an_optimizer_never_stepped_under_manual_optimisation_fails_with_its_parameters():

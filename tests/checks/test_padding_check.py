@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import lightning.pytorch as pl
 import pytest
 import torch
 from torch import Tensor, nn
@@ -45,12 +44,7 @@ def lengths_loader() -> DataLoader:
     return DataLoader(TensorDataset(*_padded_sequences()), batch_size=16)
 
 
-class _Base(pl.LightningModule):
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=1e-2)
-
-
-class MeanPool(_Base):
+class MeanPool(M.AdamModule):
     """Pools the time steps of dict batches; ``masked=False`` (the bug) averages the padding in."""
 
     def __init__(self, masked: bool = True, key: str = "attention_mask") -> None:
@@ -69,7 +63,7 @@ class MeanPool(_Base):
         return F.cross_entropy(self(batch["x"], batch[self.key]), batch["y"])
 
 
-class GRUClassifier(_Base):
+class GRUClassifier(M.AdamModule):
     """``forward(x, lengths)``; ``packed=False`` (the bug) runs the GRU over the padding and reads ``h_n``."""
 
     def __init__(self, packed: bool = True) -> None:
@@ -89,7 +83,7 @@ class GRUClassifier(_Base):
         return F.cross_entropy(self(x, lengths), y)
 
 
-class Encoder(_Base):
+class Encoder(M.AdamModule):
     """A transformer encoder on dict batches with ``padding_mask`` (True = pad), BatchNorm and dropout;
     ``use_mask=False`` (the bug) never gives the mask to attention."""
 
@@ -112,7 +106,7 @@ class Encoder(_Base):
         return F.cross_entropy(self(batch["x"], batch["padding_mask"]), batch["y"])
 
 
-class Tagger(_Base):
+class Tagger(M.AdamModule):
     """Sequence labelling: a label per position, -100 at padded positions (``ignore=True``); the bug twin's
     data pads labels with 0 and its loss averages over every position."""
 
@@ -158,6 +152,10 @@ def tagging_loader(pad_label: int) -> DataLoader:
         (lambda: Encoder(use_mask=False), lambda: mask_loader("padding_mask"), "fail", "mask"),
         (lambda: Tagger(ignore=True), lambda: tagging_loader(-100), "pass", "mask"),
         (lambda: Tagger(ignore=False), lambda: tagging_loader(0), "fail", "mask"),
+        (lambda: LastStep(gather=True), lengths_loader, "pass", "lengths"),
+        (lambda: LastStep(gather=False), lengths_loader, "fail", "lengths"),
+        (lambda: CausalLM(pool=False), lambda: causal_loader(), "pass", "mask"),
+        (lambda: CausalLM(pool=True), lambda: causal_loader(), "fail", "mask"),
     ],
     ids=[
         "masked-mean",
@@ -170,6 +168,10 @@ def tagging_loader(pad_label: int) -> DataLoader:
         "encoder-without-mask",
         "tagger-ignore-index",
         "tagger-loss-over-padding",
+        "lstm-gather-last-real",
+        "lstm-last-padded-step",
+        "causal-lm-bool-mask",
+        "causal-lm-pools-padding",
     ],
 )
 def test_padding_is_ignored_or_reported(make: Any, data: Any, status: str, kind: str) -> None:
@@ -243,7 +245,7 @@ def test_hugging_face_causal_lm_pads_its_labels_with_ignore_index() -> None:
 
 
 # ----------------------------------------------------------------------------------- more shapes and twins
-class LastStep(_Base):
+class LastStep(M.AdamModule):
     """An LSTM on ``(x, lengths, y)``: ``gather=True`` reads the output at ``lengths - 1``; the bug reads
     ``out[:, -1]``, the last timestep of the padded batch."""
 
@@ -266,7 +268,7 @@ class LastStep(_Base):
         return F.cross_entropy(self(x, lengths), y)
 
 
-class CausalLM(_Base):
+class CausalLM(M.AdamModule):
     """A causal transformer LM on ``(ids, padding_mask, labels)``; ``pool=True`` (the bug) mixes in the
     padding."""
 
@@ -302,23 +304,7 @@ def causal_loader() -> DataLoader:
     return DataLoader(TensorDataset(ids.masked_fill(pad, 0), pad, ids.masked_fill(pad, -100)), batch_size=16)
 
 
-@pytest.mark.parametrize(
-    ("make", "data", "status"),
-    [
-        (lambda: LastStep(gather=True), lengths_loader, "pass"),
-        (lambda: LastStep(gather=False), lengths_loader, "fail"),
-        (lambda: CausalLM(pool=False), causal_loader, "pass"),
-        (lambda: CausalLM(pool=True), causal_loader, "fail"),
-    ],
-    ids=["lstm-gather-last-real", "lstm-last-padded-step", "causal-lm-bool-mask", "causal-lm-pools-padding"],
-)
-def test_more_shapes(make: Any, data: Any, status: str) -> None:
-    torch.manual_seed(0)
-    result = preflight(make(), train_dataloaders=data(), checks=[PaddingCheck()])["padding"]
-    assert result.status == status, result.message
-
-
-class MaskedTokens(_Base):
+class MaskedTokens(M.AdamModule):
     """Dict batches with a ``mask`` that marks random positions to predict (not padding): no padding check."""
 
     def __init__(self) -> None:

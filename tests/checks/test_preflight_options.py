@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lightning_recipes.checks import Preflight, preflight
+from lightning_recipes.checks import Preflight
 from lightning_recipes.checks._options import PreflightOptions
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 
@@ -36,10 +36,6 @@ def test_preflight_and_the_callback_build_the_same_record_from_their_keyword_arg
     kwargs: dict[str, Any] = {"input_key": 0, "target_key": 1, "num_classes": 4, "seed": 2, "num_threads": 1}
     callback = Preflight(checks=["init_loss"], print_report=False, progress=False, **kwargs)
     assert callback.options == PreflightOptions(print_report=False, progress=False, **kwargs)
-    with pytest.raises(ValueError, match="`num_threads`"):
-        Preflight(num_threads=0)
-    with pytest.raises(ValueError, match="`num_threads`"):
-        preflight(TinyClassifier(), train_dataloaders=random_classification_loader(), num_threads=0)
 
 
 def test_the_callback_runs_with_its_record_in_a_real_trainer() -> None:

@@ -21,6 +21,8 @@ from lightning_recipes.checks import (
 )
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 
+from . import _models as M
+
 
 def _context(model: pl.LightningModule, data: dict[str, Any], **keys: Any) -> CheckContext:
     return CheckContext(model, data["train_dataloaders"], data.get("val_dataloaders"), **keys)
@@ -57,7 +59,7 @@ class _Inner(nn.Module):
         self.unused = nn.Linear(4, 4)
 
 
-class DeepCall(pl.LightningModule):
+class DeepCall(M.SGDModule):
     """``training_step`` calls a grandchild (``self.model.net``): no direct child ever runs."""
 
     def __init__(self) -> None:
@@ -67,9 +69,6 @@ class DeepCall(pl.LightningModule):
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         x, y = batch
         return F.cross_entropy(self.model.net(x), y)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
 def test_a_nested_call_is_observed_at_the_outermost_module_that_ran():
@@ -264,8 +263,7 @@ def test_a_target_computed_by_the_model_is_not_read_as_the_input():
 
 
 # ------------------------------------------------------------------------ item 5: the shapes gallery
-# The lead's gallery test runs every check on every case with default budgets; here the two batch-level
-# checks this file is about, with a smaller step budget for the slow "no gap ever opens" failures.
+# the two batch-level checks, with a smaller step budget for the slow "no gap ever opens" failures
 def _check(name: str) -> Any:
     return {
         "batch_independence": BatchIndependenceCheck(),
@@ -281,8 +279,7 @@ def test_every_shapes_bug_is_flagged_by_its_check(case):
     assert all(word in result.message for word in case.words), result.message
 
 
-# Targets computed from the input: input_independence failed all four before (the autoencoder's message
-# read "-294456498007.4%"); batch_independence skipped every module without forward.
+# targets computed from the input: neither batch-level check may fail or skip them
 RECONSTRUCTION = {
     "hf_gpt2_labels_from_input_ids",
     "lightning_autoencoder",
@@ -309,10 +306,7 @@ def test_the_shapes_gallery_has_the_shapes_the_issue_asks_for():
 
 
 def test_a_spent_time_budget_ends_input_independence_inconclusive_saying_so():
-    from . import _models as M
-
     context = CheckContext(M.MLP(), M.shuffled_labels_loader())
     result = InputIndependenceCheck(time_budget=0.001).run(context)  # its safety cap: 2 s
-    # issue #34: the work is fixed; the cap only stops a check that runs away, never a verdict on partial work
     assert result.status in ("inconclusive", "fail"), result.message
     assert result.status == "fail" or result.details["stopped_by_budget"]

@@ -18,10 +18,13 @@ from lightning_recipes.checks import (
     Preflight,
     PreflightError,
     PreflightReport,
+    SanityCheck,
+    perturbed,
     preflight,
 )
 from lightning_recipes.checks._num_classes import infer_num_classes
 from lightning_recipes.harness.batches import replace_inputs, slice_batch, split_batch
+from lightning_recipes.testing import fast_trainer
 
 from . import _models as M
 
@@ -42,7 +45,6 @@ def test_report_api(report):
     assert [r.name for r in report.failures] == ["init_loss"] and report.warnings == []
     with pytest.raises(KeyError, match="no check named 'nope'"):
         report["nope"]
-    # issue #24 added the statuses inconclusive and error: shown in the repr only when there are some
     assert repr(report) == "PreflightReport(ok=False, pass=2, warn=0, fail=1, skip=0)"
 
 
@@ -58,7 +60,6 @@ def test_report_json_round_trip(report):
 
 def test_report_prints_a_table_with_every_check(report):
     text = " ".join(str(report).split())  # the compact lines wrap at the terminal's width
-    # issue #24: inconclusive and error are shown only when there are some
     assert "Preflight FAILED: 2 pass, 0 warn, 1 fail, 0 skip (" in text
     for name in ("data", "init_loss", "grad_flow", "FAIL", "PASS", "summed instead of averaged"):
         assert name in text
@@ -123,8 +124,6 @@ def test_batch_helpers_keep_containers_and_do_not_mutate():
 
 
 def test_custom_check_plugs_into_preflight():
-    from lightning_recipes.checks import SanityCheck
-
     class LossBelowTen(SanityCheck):
         name = "loss_below_10"
 
@@ -142,7 +141,6 @@ def test_custom_check_plugs_into_preflight():
 
 def test_user_code_that_raises_on_a_perturbed_input_makes_the_check_abstain_not_error():
     """#34: user code raising on a perturbed input: `inconclusive`; outside `perturbed`: an `error`."""
-    from lightning_recipes.checks import SanityCheck, perturbed
 
     class ZeroedInputs(SanityCheck):
         name = "zeroed"
@@ -187,8 +185,6 @@ def test_a_result_is_a_summary_evidence_and_one_action():
 @pytest.mark.gpu
 def test_preflight_on_cuda_with_mixed_precision(tmp_path):
     """On a GPU: copies and batches live on CUDA, autocast reaches the checks, the report passes."""
-    from lightning_recipes.testing import fast_trainer
-
     report = preflight(M.MLP().cuda(), train_dataloaders=M.loader())
     assert report.ok, report
     preflight_cb = Preflight(print_report=False)
@@ -247,9 +243,7 @@ def test_lightning_recipes_preflight_is_the_function_and_no_module_shadows_it():
     from lightning_recipes import preflight as imported
 
     assert lightning_recipes.preflight is imported is preflight and callable(imported)
-    # no submodule of that name (the old `preflight.py` path is gone): importing one would rebind
-    # `lightning_recipes.preflight` to the module. Searched in the package's own folder: an editable
-    # install's finder may point at another checkout.
+    # no submodule of that name (it would rebind the attribute), searched in the package's own folder
     finder = importlib.machinery.PathFinder
     found = finder.find_spec("lightning_recipes.preflight", lightning_recipes.__path__)
     assert found is None

@@ -12,6 +12,9 @@ from torch.optim import lr_scheduler as schedulers
 
 from lightning_recipes.checks import Preflight, preflight
 from lightning_recipes.checks.loop.schedule_check import ScheduleCheck
+from lightning_recipes.cli.preflight import main
+from lightning_recipes.data import DigitsDataModule
+from lightning_recipes.demos.model import RecipeDigitsCNN
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 
 LOADER_BATCHES = 8  # random_classification_loader(): 256 samples / 32
@@ -114,15 +117,15 @@ RECIPES = {
 }
 
 
-def schedule(recipe: str, **kwargs: Any):
-    report = preflight(
-        Scheduled(recipe),
-        train_dataloaders=random_classification_loader(),
-        checks=[ScheduleCheck()],
-        progress=False,
-        **kwargs,
-    )
+def _check(model: pl.LightningModule, **kwargs: Any) -> Any:
+    """The schedule check's result on ``model`` trained on ``random_classification_loader()``."""
+    loader = random_classification_loader()
+    report = preflight(model, train_dataloaders=loader, checks=[ScheduleCheck()], progress=False, **kwargs)
     return report["schedule"]
+
+
+def schedule(recipe: str, **kwargs: Any):
+    return _check(Scheduled(recipe), **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -144,13 +147,10 @@ def test_healthy_schedules_pass_over_the_planned_run(recipe):
     assert result.details["total_steps"] == 20 * LOADER_BATCHES
     assert result.details["deterministic"] is True
     assert "max_epochs=20" in result.details["length_source"]
-
-
-def test_one_cycle_ends_at_initial_over_1e4_at_the_end_only():
-    result = schedule("one_cycle", max_epochs=20)
-    group = next(iter(result.details["groups"].values()))
-    assert group["last"] == pytest.approx(group["base"] / 1e4, rel=1e-3)
-    assert group["peak"] == pytest.approx(0.1)
+    if recipe == "one_cycle":  # ends at the initial LR / 1e4, at the end only
+        group = next(iter(result.details["groups"].values()))
+        assert group["last"] == pytest.approx(group["base"] / 1e4, rel=1e-3)
+        assert group["peak"] == pytest.approx(0.1)
 
 
 @pytest.mark.parametrize(
@@ -212,10 +212,7 @@ class Plateau(TinyClassifier):
 
 
 def plateau(mode: str, monitor: str):
-    loader = random_classification_loader()
-    return preflight(Plateau(mode, monitor), train_dataloaders=loader, checks=["schedule"], progress=False)[
-        "schedule"
-    ]
+    return _check(Plateau(mode, monitor))
 
 
 @pytest.mark.parametrize(
@@ -237,9 +234,8 @@ def test_a_plateau_passes_when_its_mode_agrees_with_its_metric_and_fails_naming_
 
 def test_a_plateau_on_a_metric_no_step_logs_skips_saying_why():
     result = plateau("min", "not_logged")
-    assert (
-        result.status == "skip" and "ReduceLROnPlateau" in result.message and "not_logged" in result.message
-    )
+    assert result.status == "skip", result.message
+    assert "ReduceLROnPlateau" in result.message and "not_logged" in result.message
 
 
 def test_unknown_length_is_inconclusive_asking_for_max_epochs():
@@ -249,8 +245,7 @@ def test_unknown_length_is_inconclusive_asking_for_max_epochs():
 
 
 def test_unknown_length_warns_on_a_collapse_in_epoch_0_that_holds_for_any_run_of_2_to_20_epochs():
-    """Sealed F: a per-epoch decay stepped per step collapses in epoch 0: warn with no length, judged with
-    one."""
+    """A per-epoch decay stepped per step collapses in epoch 0: warn with no length, judged with one."""
     result = schedule("exponential_meant_per_epoch_per_step")
     assert result.status == "warn", result.message
     assert result.details["collapse_step"] == 6 and result.details["steps_per_epoch"] == LOADER_BATCHES
@@ -363,8 +358,6 @@ def test_with_a_planned_length_other_checks_get_the_modules_own_optimizer_too():
 
 
 def test_the_command_line_takes_the_planned_length_and_rejects_a_bad_one(capsys):
-    from lightning_recipes.cli.preflight import main
-
     assert main(["--model", "lightning_recipes.testing.DigitsCNN", "--max_epochs", "0"]) == 2
     assert "`max_epochs` must be an integer >= 1, got 0" in capsys.readouterr().err
     assert main(["--help"]) == 0
@@ -389,22 +382,13 @@ class ManualSteps(TinyClassifier):
 
 
 def test_manual_optimisation_skips_saying_the_step_calls_the_schedulers():
-    report = preflight(
-        ManualSteps(),
-        train_dataloaders=random_classification_loader(),
-        checks=[ScheduleCheck()],
-        progress=False,
-        max_epochs=3,
-    )
-    assert report["schedule"].status == "skip" and "manual optimisation" in report["schedule"].message
+    result = _check(ManualSteps(), max_epochs=3)
+    assert result.status == "skip" and "manual optimisation" in result.message
 
 
 def test_a_recipe_module_that_builds_its_schedule_only_in_a_trainer_is_judged_with_a_planned_length():
     """OptimizerRecipeMixin returns the optimizer alone outside a Trainer: without a planned length the skip
     says so and what to pass; with one, the stand-in Trainer gets its warm-up + cosine, which is judged."""
-    from lightning_recipes.data import DigitsDataModule
-    from lightning_recipes.demos.model import RecipeDigitsCNN
-
     unknown = preflight(RecipeDigitsCNN(), datamodule=DigitsDataModule(), checks=[ScheduleCheck()])[
         "schedule"
     ]
@@ -429,12 +413,7 @@ class ReadsMoreOfTheTrainer(TinyClassifier):
 
 
 def test_a_schedule_the_stand_in_cannot_build_is_inconclusive_and_says_to_run_inside_fit():
-    result = preflight(
-        ReadsMoreOfTheTrainer(),
-        train_dataloaders=random_classification_loader(),
-        checks=[ScheduleCheck()],
-        max_epochs=3,
-    )["schedule"]
+    result = _check(ReadsMoreOfTheTrainer(), max_epochs=3)
     assert result.status == "inconclusive", result.message
     assert "loggers" in result.message
 
@@ -462,16 +441,9 @@ class SteppedByHandToo(TinyClassifier):
 @pytest.mark.parametrize(("by_hand", "status"), [(True, "fail"), (False, "pass")], ids=["by-hand", "twin"])
 @pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step()`")
 def test_a_scheduler_the_step_also_steps_leaves_its_declared_schedule_in_a_trial_fit(by_hand, status):
-    """#34: the schedule is observed in the shared trial fit, not only read from the configuration; the
-    bug shows whether or not the planned length is known."""
+    """The schedule is observed in the shared trial fit, with or without a planned length."""
     for length in ({"max_epochs": 20}, {}):
-        result = preflight(
-            SteppedByHandToo(by_hand),
-            train_dataloaders=random_classification_loader(),
-            checks=[ScheduleCheck()],
-            progress=False,
-            **length,
-        )["schedule"]
+        result = _check(SteppedByHandToo(by_hand), **length)
         if not length and status == "pass":
             assert result.status == "inconclusive", result.message  # no planned length: nothing to plan
             continue
@@ -527,15 +499,8 @@ class ManualWarmup(ManualSteps):
         return [optimizer], [{"scheduler": warmup, "interval": self.interval}]
 
 
-def _manual(model: pl.LightningModule):
-    report = preflight(
-        model, train_dataloaders=random_classification_loader(), checks=[ScheduleCheck()], progress=False
-    )
-    return report["schedule"]
-
-
 def test_a_manual_loop_that_never_steps_its_per_step_warmup_fails_from_the_trial_fit():
-    result = _manual(ManualWarmup(stepped=False))
+    result = _check(ManualWarmup(stepped=False))
     assert result.status == "fail", result.message
     trial = result.details["trial"]
     assert trial["observed"] == pytest.approx(0.01) and trial["declared_last"] > 2 * trial["observed"]
@@ -548,7 +513,5 @@ def test_a_manual_loop_that_never_steps_its_per_step_warmup_fails_from_the_trial
     ids=["stepped", "per-epoch"],
 )
 def test_a_manual_warmup_that_moves_or_is_declared_per_epoch_is_not_judged(model):
-    result = _manual(
-        model
-    )  # per epoch: flat over the one-epoch trial, so never stepping cannot be told apart
+    result = _check(model)  # per epoch: flat over the one-epoch trial, never stepping cannot be told apart
     assert result.status == "skip", result.message

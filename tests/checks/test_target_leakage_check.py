@@ -12,10 +12,13 @@ import pytest
 import torch
 
 from galleries.preflight.families import _leakage_models as M
-from galleries.preflight.families import target_leakage
-from lightning_recipes.checks import CheckContext, preflight
+from galleries.preflight.families import holdout, target_leakage
+from lightning_recipes.checks import CheckContext, PreflightError, preflight
 from lightning_recipes.checks.data.target_leakage_check import TargetLeakageCheck
+from lightning_recipes.testing import TinyClassifier, fast_trainer
 from tests.helpers.saved_results import assert_same_as_saved
+
+from ._models import ManualOptimization, loader
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -72,14 +75,12 @@ def test_targets_shifted_twice_pair_each_output_with_the_token_two_ahead():
     ids = M.tokens(256, M.S + 1)
     data = {"train_dataloaders": M._loader(ids[:, :-1], ids[:, 1:])}  # target at t = input at t + 1
     result = _run(ShiftsAgain("causal_attention"), data)
-    assert result.status == "fail" and result.details["copy_targets"]["leak_shift"] == "ahead2", (
-        result.message
-    )
+    copies = result.details["copy_targets"]
+    assert result.status == "fail" and copies["leak_shift"] == "ahead2", result.message
     assert "two ahead" in result.summary and len(result.summary) <= 120
     healthy = _run(M.SequenceLM("causal_attention"), data)
-    assert healthy.details["copy_targets"]["shares"]["next"] == 1.0 and not healthy.details[
-        "copy_targets"
-    ].get("leak")
+    copies = healthy.details["copy_targets"]
+    assert copies["shares"]["next"] == 1.0 and not copies.get("leak")
 
 
 def test_a_label_copy_the_model_never_reads_is_reported_as_harmless():
@@ -99,7 +100,6 @@ def test_too_good_bound_can_be_turned_off_and_states_its_numbers():
 
 
 def test_the_short_training_is_fixed_work_and_a_safety_cap_makes_it_inconclusive():
-    """Issue 34: no verdict on partial evidence; the budget is a safety cap."""
     context = CheckContext(M.MLP(), **{"train_dataloader": M.plain_features_data()["train_dataloaders"]})
     assert TargetLeakageCheck(time_budget=None).run(context).details["too_good"]["looks"][-1]["step"] == 20
     result = TargetLeakageCheck(time_budget=1e-6).run(context)
@@ -153,9 +153,6 @@ def test_blind_spot_a_label_spread_over_unscaled_one_hot_columns_is_missed():
 
 
 def test_as_a_callback_a_leaking_label_column_stops_fit_before_training(tmp_path):
-    from lightning_recipes.checks import PreflightError
-    from lightning_recipes.testing import fast_trainer
-
     data = M.label_column_data()
     callbacks = [TargetLeakageCheck(train_steps=0)]
     trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path, callbacks=callbacks, logger=False)
@@ -170,10 +167,8 @@ def test_as_a_callback_a_leaking_label_column_stops_fit_before_training(tmp_path
 
 
 def test_a_loss_that_ignores_the_target_is_not_judged_by_it():
-    """An autoencoder on digits whose label sits in pixel (0, 0): the label decides nothing for a loss that
-    never reads it, so the single-feature and too-good tests do not apply (they used to fail it)."""
-    # the label is named: the loss consumes the image (an autoencoder), so by default the target is the input
-    # and every leakage test is reported as not applicable (skip)
+    """A label in pixel (0, 0) of an autoencoder's digits decides nothing for a loss that never reads it."""
+    # the label named: by default the target is the image the loss consumes, and every test would skip
     result = _run(M.DigitsAutoencoder(), M.digits_data(leak=True), TargetLeakageCheck(target_key=1))
     assert result.status == "pass", result.message
     assert result.details["target_as_input"]["loss_uses_target"] is False
@@ -184,17 +179,13 @@ def test_a_loss_that_ignores_the_target_is_not_judged_by_it():
 
 def test_a_zero_initialised_head_leaves_the_loss_dependence_unknown_and_the_leak_is_still_found():
     """Uniform logits give ln C whatever the label: an unchanged loss must not switch (b) off."""
-    from lightning_recipes.testing import TinyClassifier
-
     data = M.label_column_data()
     result = _run(TinyClassifier(in_features=M.IN + 1, num_classes=M.C), data)
     assert result.details["target_as_input"]["loss_uses_target"] is None
     assert result.status == "fail" and result.details["feature"] == f"inputs[:, {M.IN}]"
 
 
-# ---- results saved: status and details on cases that reach every branch of every sub-test, rewritten when
-# the sub-tests became records with a summary (#34) by
-# `PYTHONPATH=. python tests/checks/data/make_golden_results.py`.
+# ---- saved results (every sub-test branch): `PYTHONPATH=. python tests/checks/data/make_golden_results.py`
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "target_leakage_results.json"
 GOLDEN_CASES: dict[str, tuple[str, dict[str, Any]]] = {  # name: (gallery case id, check arguments)
@@ -218,8 +209,6 @@ GOLDEN_CASES: dict[str, tuple[str, dict[str, Any]]] = {  # name: (gallery case i
 
 def golden_result(name: str) -> dict[str, Any]:
     """The check's ``to_dict()`` (without its duration) on ``GOLDEN_CASES[name]``, seeded, no time budget."""
-    from galleries.preflight.families import holdout
-
     case_id, kwargs = GOLDEN_CASES[name]
     kwargs = dict(kwargs)
     (case,) = [c for c in [*target_leakage.BUGS, *target_leakage.HEALTHY, *holdout.BUGS] if c.id == case_id]
@@ -243,13 +232,8 @@ def test_results_match_those_saved(name):
 
 
 def test_manual_optimisation_is_judged_on_what_can_run_not_an_error():
-    """A manual-optimisation step calls ``self.optimizers()``, which raises on a copy with no Trainer: the
-    probes that replay ``training_step`` say "not tested"; the data-only probe still judges (was an error)."""
-    from tests.checks._models import ManualOptimization, loader
-
-    result = preflight(ManualOptimization(), train_dataloaders=loader(), checks=["target_leakage"])[
-        "target_leakage"
-    ]
+    """Manual optimisation: the probes replaying the step are "not tested", the data-only probe judges."""
+    result = _run(ManualOptimization(), {"train_dataloaders": loader()})
     assert result.status == "pass", result.message
     assert "manual optimisation" in result.details["target_as_input"]["reason"]
 

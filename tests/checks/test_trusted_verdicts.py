@@ -1,4 +1,4 @@
-"""Issue #24: evidence within noise, or a stop by the budget, is ``inconclusive``, never a wrong cause."""
+"""Evidence within noise, or a stop by the budget, is ``inconclusive``, never a wrong cause."""
 
 from __future__ import annotations
 
@@ -36,8 +36,7 @@ def _run(model: Any, loader: DataLoader, check: Any) -> Any:
 
 # ------------------------------------------------------------------------------------ input_independence
 def test_input_independence_does_not_blame_the_labels_of_a_slow_learner():
-    """lr = 1e-3: the training loss falls by 1.4% in 200 steps. It failed before, blaming shuffled labels on a
-    correct model with learnable labels; the permuted-target control sees the real pairs fitted faster."""
+    """lr = 1e-3 (loss -1.4% in 200 steps): the permuted-target control sees the real pairs fit faster."""
     result = _run(TinyClassifier(lr=1e-3), random_classification_loader(), InputIndependenceCheck())
     assert result.status in ("pass", "inconclusive"), result.message
 
@@ -49,14 +48,14 @@ def test_input_independence_states_the_noise_of_its_gap():
 
 
 class SlowStep(TinyClassifier):
-    """A model whose training step takes ~10 ms, so an 0.25 s budget's safety cap (2.25 s) stops the check."""
+    """A step of 10 ms (on the ``clock``): an 0.25 s budget's safety cap (2.25 s) stops the check."""
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         time.sleep(0.01)
         return super().training_step(batch, batch_idx)
 
 
-def test_a_budget_cut_input_independence_run_is_inconclusive():
+def test_a_budget_cut_input_independence_run_is_inconclusive(clock):
     """The work is fixed (steps); the budget is only a safety cap: no verdict from a run it stopped."""
     check = InputIndependenceCheck(time_budget=0.25)
     result = _run(SlowStep(lr=1e-9), random_classification_loader(), check)  # learns nothing: all 120 steps
@@ -76,7 +75,7 @@ class SlowDeadOutput(TinyClassifier):
         return super().training_step(batch, batch_idx)
 
 
-def test_overfit_is_fixed_work_and_a_loss_that_never_moved_fails():
+def test_overfit_is_fixed_work_and_a_loss_that_never_moved_fails(clock):
     slow = _run(SlowStep(lr=1e-4), random_classification_loader(), OverfitBatchCheck(time_budget=None))
     assert slow.status == "fail" and slow.details["steps"] == 150, slow.message  # short of the target
     dead = _run(SlowDeadOutput(), random_classification_loader(), OverfitBatchCheck(time_budget=None))
@@ -85,7 +84,7 @@ def test_overfit_is_fixed_work_and_a_loss_that_never_moved_fails():
 
 # ------------------------------------------------------------------------- budget cuts of other checks
 def test_a_spent_budget_does_not_cut_causality_short():
-    """Fixed work (#34): every position is tested whatever the clock says; it used to stop after one."""
+    """Fixed work: every position is tested whatever the clock says."""
     context = CheckContext(TinyTransformerLM(), random_token_loader())
     with time_budget(0.0):
         result = CausalityCheck().check(context)
@@ -101,7 +100,6 @@ class BlindLM(TinyTransformerLM):
 
 
 def test_causality_that_measures_no_effect_at_all_is_inconclusive_not_a_skip():
-    """It was a `skip` ("does not apply"); the check does apply to a next-token task and ran."""
     result = CausalityCheck().run(CheckContext(BlindLM(), random_token_loader()))
     assert result.status == "inconclusive", result.message
     assert "react to no input position" in result.message
@@ -156,8 +154,7 @@ def _teacher_data(classes: int) -> tuple[Tensor, Tensor]:
 
 
 def test_the_leakage_probe_keeps_targets_in_range_for_3_classes_stored_as_floats():
-    """The probe added Gaussian noise to float targets: class id 3 or -1 reached cross_entropy (an
-    IndexError reported as the check's error)."""
+    """Float targets of 3 classes stay in range under the probe (no id 3 or -1 reaches cross_entropy)."""
     x, y = _teacher_data(3)
     assert set(y.tolist()) == {0, 1, 2}
     result = _run(
@@ -219,7 +216,7 @@ def test_a_model_calling_self_log_in_training_step_gets_a_real_verdict():
 
 
 def test_a_model_reading_self_trainer_makes_the_check_abstain_saying_what_to_change():
-    """Its own code raising on a copy outside the Trainer: the check abstains (#34), never an error."""
+    """Its own code raising on a copy outside the Trainer: the check abstains, never an error."""
     result = _run(ReadsTrainer(), random_classification_loader(), InitLossCheck())
     assert result.status == "inconclusive", result.message
     assert "Your code reads `self.trainer`" in result.action
@@ -228,8 +225,7 @@ def test_a_model_reading_self_trainer_makes_the_check_abstain_saying_what_to_cha
 
 
 def test_a_leakage_probe_cut_by_the_budget_is_not_tested_rather_than_passed():
-    """Out of time before test (c) trained a step: it was a note of the pass; the sub-tests are now fixed
-    work, and the budget only a safety cap outside them (issue 34)."""
+    """Sub-tests are fixed work: one cut by the budget before it trained a step is "not tested"."""
     context = CheckContext(TinyClassifier(), random_classification_loader())
     with time_budget(0.0):
         result = TargetLeakageCheck().check(context)

@@ -108,7 +108,6 @@ class _MildlyRenormalised(M.Normalised):
 def test_a_large_deterministic_input_difference_fails_even_when_validation_follows_the_fit():
     torch.manual_seed(0)
     result = _run(_MildlyRenormalised(), raw=True)
-    assert result.details["input_difference"] >= 0.1
     assert result.status == "fail", result.message
     assert result.details["input_difference"] >= 0.1 and result.action
 
@@ -197,9 +196,8 @@ def test_both_checks_share_one_trial_fit():
         checks=[OptimizationCheck(), ValidationPathCheck()],
         progress=False,
     )
-    assert (
-        report["optimization"].details["seconds_trial"] == report["validation_path"].details["seconds_trial"]
-    )
+    trial = report["optimization"].details["seconds_trial"]
+    assert trial == report["validation_path"].details["seconds_trial"]
 
 
 def test_loss_noise_of_a_noisy_curve():

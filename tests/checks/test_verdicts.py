@@ -1,4 +1,4 @@
-"""Verdicts that can be trusted (issue #24): "could not run" is never "OK"."""
+"""Verdicts that can be trusted: "could not run" is never "OK"."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from lightning_recipes.checks import (
     CheckContext,
     CheckResult,
     CheckSkipped,
+    InitLossCheck,
     Preflight,
     PreflightError,
     PreflightReport,
     SanityCheck,
     preflight,
 )
-from lightning_recipes.testing import TinyClassifier, random_classification_loader
+from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 
 
 class RaisesIndexError(SanityCheck):
@@ -68,12 +69,9 @@ def test_an_exception_in_a_check_is_a_visible_error_not_a_skip():
 
 
 def test_user_code_raising_on_the_copy_makes_the_check_abstain_not_error():
-    """Understand or abstain (#34): the model's own code raising on a copy run outside the Trainer is the
-    check's limit, not a verdict and not the check's error: ``inconclusive``, naming where and what to do."""
+    """User code raising on a copy outside the Trainer: ``inconclusive``, saying where and what to do."""
     report = _run(Passes(), model=NeedsATrainer())
     assert report.ok  # the check that does not run user code judged the model
-    from lightning_recipes.checks import InitLossCheck
-
     result = _run(InitLossCheck(), model=NeedsATrainer())["init_loss"]
     assert result.status == "inconclusive", result.message
     assert result.details["where"] and "test_verdicts.py" in result.summary
@@ -109,7 +107,6 @@ def test_the_report_names_its_slowest_check():
     )
     assert report.slowest is not None and report.slowest.name == "b"
     assert report.to_dict()["slowest"] == "b"
-    # issue #26: the compact report (str) is one line per check; the slowest check is in the verbose title
     assert "slowest: b 3.0 s" in " ".join(report.render(verbose=True).split())
 
 
@@ -119,15 +116,8 @@ def test_the_unknown_status_is_refused():
 
 
 def test_in_a_trainer_an_error_warns_and_the_fit_goes_on(tmp_path):
-    trainer = pl.Trainer(
-        max_steps=2,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-        callbacks=[Preflight(checks=[RaisesIndexError(), Passes()], on_fail="raise", progress=False)],
-    )
+    callback = Preflight(checks=[RaisesIndexError(), Passes()], on_fail="raise", progress=False)
+    trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path, callbacks=[callback])
     with pytest.warns(UserWarning, match="says nothing about the model"):
         trainer.fit(TinyClassifier(), random_classification_loader())
     assert trainer.global_step == 2
