@@ -8,8 +8,8 @@ Run from the repository root::
 
 ``--gallery sealed`` scores the sealed galleries A and B (``galleries/preflight/sealed``) instead, and
 ``--gallery sealed-c`` sealed gallery C, ``--gallery sealed-d`` sealed gallery D, ``--gallery sealed-e``
-sealed gallery E and ``--gallery sealed-f`` sealed gallery F: each once, at the end of the work it judges
-(issue #34).
+sealed gallery E, ``--gallery sealed-f`` sealed gallery F, ``sealed-g`` G and ``sealed-hi`` H (written in two
+halves, ``h.py`` and ``i.py``): each once, at the end of the work it judges (issue #34).
 
 A bug is caught when some check says ``fail`` or ``warn``; ``inconclusive``, ``skip`` and ``error`` do not
 catch it (a miss). A healthy case raises a false alarm when some check says ``fail`` or ``error``; its
@@ -64,19 +64,27 @@ class Row:
         return any(status == "warn" for status in self.statuses.values())
 
 
-GALLERIES = ("dev", "sealed", "sealed-c", "sealed-d", "sealed-e", "sealed-f", "sealed-g")
+GALLERIES = ("dev", "sealed", "sealed-c", "sealed-d", "sealed-e", "sealed-f", "sealed-g", "sealed-hi")
 
 
 def gallery_cases(gallery: str, twins: bool = False) -> list[SealedCase]:
-    """The bugs then the healthy cases of one gallery (``sealed`` is A and B; ``twins`` adds dev's fixed
-    twins)."""
+    """The bugs then the healthy cases of one gallery (``sealed`` is A and B, ``sealed-hi`` H's two halves);
+    ``twins`` adds each bug's healthy twin (dev's fixed twins; a sealed bug's proof twin) as ``<id>__fixed``."""
     if gallery == "dev":
         return BUGS + HEALTHY + (FIXED_TWINS if twins else [])
     import importlib
 
     letters = "ab" if gallery == "sealed" else gallery.removeprefix("sealed-")
     modules = [importlib.import_module(f"galleries.preflight.sealed.{letter}") for letter in letters]
-    return [case for m in modules for case in m.BUGS] + [case for m in modules for case in m.HEALTHY]
+    cases = [case for m in modules for case in m.BUGS] + [case for m in modules for case in m.HEALTHY]
+    if twins:  # the twin each proof trains the bug against (the gallery's proof module, imported here only)
+        for letter in letters:
+            proofs = importlib.import_module(f"galleries.preflight.sealed.test_proofs_{letter}").PROOFS
+            bugs = {case.id: case for case in cases}
+            cases += [
+                SealedCase(f"{name}__fixed", bugs[name].task, *proof.twin) for name, proof in proofs.items()
+            ]
+    return cases
 
 
 def score_case(case: SealedCase, checks: list[str] | None = None, details: bool = False) -> Row:
