@@ -82,7 +82,9 @@ def gallery_cases(gallery: str, twins: bool = False) -> list[SealedCase]:
             proofs = importlib.import_module(f"galleries.preflight.sealed.test_proofs_{letter}").PROOFS
             bugs = {case.id: case for case in cases}
             cases += [
-                SealedCase(f"{name}__fixed", bugs[name].task, *proof.twin) for name, proof in proofs.items()
+                SealedCase(f"{name}__fixed", bugs[name].task, *proof.twin)
+                for name, proof in proofs.items()
+                if isinstance(getattr(proof, "twin", None), tuple)  # (model, data) builders: C onwards
             ]
     return cases
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from typing_extensions import Unpack, override
@@ -130,6 +131,16 @@ class InitLossCheck(SanityCheck):
             status = "fail" if low > 1 + self.high_rtol else "warn"
             summed = self._summed(ratio, batches[0], context)
             details["summed_over"] = summed
+            uniform = _at_uniform_prediction(calls)  # where it is the expectation, the excess is the model's
+            details["at_uniform_prediction"] = uniform
+            near = uniform is not None and abs(uniform - expected) <= self.warn_rtol * abs(expected)
+            if not summed and near and expectation.source != "given":  # does the advice below lower it?
+                scaled = self._with_output_layer_scaled(context, batches)
+                details["output_layer_scaled"] = scaled
+                if scaled is not None and scaled[1] - expected > 0.5 * (measured - expected):
+                    summary = f"{stated}: too high even with `{scaled[0]}` scaled 10x down ({scaled[1]:.4g})"
+                    action = "A scaled or normalised head (e.g. a cosine margin head)? Pass expected_loss=."
+                    return self.verdict("inconclusive", summary, details, action=action)
             action = (
                 f"The ratio is the {summed} targets of a batch: the loss is summed instead of averaged; use "
                 "reduction='mean'."
@@ -139,7 +150,11 @@ class InitLossCheck(SanityCheck):
             )
             return self.verdict(status, f"{stated}: too high", details, action=action)
         if ratio < warn_low:
-            status = "fail" if high < 1 - self.low_rtol else "warn"
+            # The batch's own labels predicted by an untrained model: a leak or pretrained weights, which this
+            # check cannot tell apart (target_leakage tests the leak); a target the model computed is a bug.
+            from_batch = any(call is not None and not call.target_from_model for call in calls)
+            details["target_from_batch"] = from_batch
+            status = "fail" if high < 1 - self.low_rtol and not from_batch else "warn"
             action = (
                 "Check what the loss receives: targets leaking into the inputs, the model's own predictions "
                 "as targets; for pretrained weights pass expected_loss=."
@@ -170,6 +185,32 @@ class InitLossCheck(SanityCheck):
         return expected_initial_loss(first, same)
 
     @staticmethod
+    def _with_output_layer_scaled(context: CheckContext, batches: list[Any]) -> tuple[str, float] | None:
+        """The last module with parameters of its own that the forward ran, and the mean loss with those
+        parameters scaled by 0.1 (on a copy); ``None`` when no such module ran."""
+        model = context.copy_model()
+        ran: list[str] = []
+        names = {module: name for name, module in model.named_modules() if name}
+        hooks = [
+            module.register_forward_hook(lambda m, *_: ran.append(names[m]))
+            for module in names
+            if next(module.parameters(recurse=False), None) is not None
+        ]
+        try:
+            with torch.no_grad():
+                context.training_loss(model, batches[0], 0)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        if not ran:
+            return None
+        with torch.no_grad():
+            for parameter in model.get_submodule(ran[-1]).parameters(recurse=False):
+                parameter.mul_(0.1)
+            losses = [context.training_loss(model, batch, i).float() for i, batch in enumerate(batches)]
+        return ran[-1], torch.stack(losses).mean().item()  # sync: once, only for a loss too high
+
+    @staticmethod
     def _summed(ratio: float, batch: object, context: CheckContext) -> int | None:
         """The count of targets (or samples) in a batch the ratio is close to: a loss summed over them."""
         size = batch_size_of(batch, context.input_key)
@@ -178,6 +219,21 @@ class InitLossCheck(SanityCheck):
         if targets is not None and targets.numel() > 1:
             counts.add(targets.numel())
         return next((n for n in sorted(counts) if n > 2 and abs(ratio / n - 1) < 0.15), None)
+
+
+def _at_uniform_prediction(calls: list[LossCall | None]) -> float | None:
+    """The mean loss of the recorded logit losses with every logit zero (a uniform prediction); ``None`` for
+    other losses."""
+    values = []
+    for call in calls:
+        if call is None or call.target is None or call.function not in _LOGIT_LOSSES:
+            return None
+        function = getattr(torch.nn.functional, call.function)
+        values.append(function(torch.zeros_like(call.output), call.target, **call.kwargs).float())
+    return torch.stack(values).mean().item() if values else None  # sync: once, only for a loss too high
+
+
+_LOGIT_LOSSES = ("cross_entropy", "binary_cross_entropy_with_logits")
 
 
 def _summed_by_hand(calls: list[LossCall], loss: torch.Tensor) -> LossCall | None:
