@@ -259,6 +259,15 @@ class InputIndependenceCheck(SanityCheck):
             )
             action = "Give it more steps (InputIndependenceCheck(max_steps=)) or judge it with overfit_batch."
             return self.verdict("inconclusive", summary, details, action=action)
+        gains = [look["gain"] for look in looks]
+        rising = len(gains) >= 3 and gains[-1] > 0 and all(b > a for a, b in itertools.pairwise(gains))
+        if learned.fell and same_fit and no_gain and rising and fitted.low > 0:  # stopped while learning
+            summary = (
+                f"held-out gain over permuted targets {gains[-1]:+.1%}, rising at each look, "
+                f"{fitted.gain:+.1%} in training: still learning, no verdict"
+            )
+            action = "Give it more steps: InputIndependenceCheck(max_steps=)."
+            return self.verdict("inconclusive", summary, details, action=action)
         if learned.fell and same_fit and no_gain:
             control = f"{means[1]:.4g} no inputs" if removed.low <= 0 else f"{means[2]:.4g} permuted targets"
             summary = (
