@@ -7,6 +7,7 @@ re-export shims; no machine figures in docstrings; imports point down the :data:
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import re
 from pathlib import Path
@@ -35,6 +36,7 @@ def _package_of(module: str, path: Path) -> str:
     return module if path.name == "__init__.py" else module.rpartition(".")[0]
 
 
+@functools.cache  # read by the layer rules and the import graph
 def _imports(path: Path) -> list[tuple[str, list[str]]]:
     """(module, imported names) for every absolute import of lightning_recipes in ``path``, nested too."""
     found: list[tuple[str, list[str]]] = []
