@@ -67,9 +67,7 @@ def _layer_problems(path: Path) -> list[str]:
     package = _package_of(module, path)
     problems = []
     for target, names in _imports(path):
-        if package.startswith("lightning_recipes.checks") and target.startswith(
-            "lightning_recipes.callbacks"
-        ):
+        if _top_part(package) == "checks" and _top_part(target) == "callbacks":
             problems.append(f"checks/ imports {target}")
         owner = _owner_of_private(target)
         if owner is not None and not _inside(package, owner):
@@ -80,9 +78,7 @@ def _layer_problems(path: Path) -> list[str]:
         private_names = [n for n in names if n.startswith("_") and n != "__version__"]
         if private_names and not _inside(package, target_package):
             problems.append(f"imports private names {private_names} of {target}")
-        if target.startswith("lightning_recipes.testing") and not package.startswith(
-            ("lightning_recipes.testing", "lightning_recipes.demos")
-        ):
+        if _top_part(target) == "testing" and _top_part(package) not in ("testing", "demos"):
             problems.append(f"imports the testing tools ({target})")
     return problems
 

@@ -1,9 +1,5 @@
-"""Every tutorial notebook runs top to bottom (smoke size) and shows what it claims to show.
-
-Each notebook runs in a fresh ``python3`` kernel with ``LIGHTNING_RECIPES_SMOKE=1`` (the documented size
-switch, read inside the notebook) and its working directory in a temporary folder, so runs and wandb's
-offline files land there. Assertions read the executed cells' outputs.
-"""
+"""Every tutorial notebook runs top to bottom (``LIGHTNING_RECIPES_SMOKE=1``, a fresh ``python3`` kernel, a
+temporary working directory) and its executed cells' outputs show what it claims to show."""
 
 from __future__ import annotations
 
