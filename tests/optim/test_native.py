@@ -346,8 +346,7 @@ _BUILD_AND_REPORT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def native_processes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
-    """One interpreter that imports torch once, forks two builders of the kernels into an empty cache, loads
-    the cache itself, then runs :func:`ddp_matches_one_process`."""
+    """One interpreter forks two kernel builders into an empty cache, loads it, runs the DDP comparison."""
     cache = tmp_path_factory.mktemp("native_cache")
     env = {**os.environ, "LIGHTNING_RECIPES_CACHE_DIR": str(cache), "OMP_NUM_THREADS": "2"}
     env.pop("CC", None)

@@ -18,8 +18,7 @@ SWEEP = {"num_steps": STEPS, "max_lr": 1e-2}
 
 
 class MultiSourceClassifier(TinyClassifier):
-    """Sums the loss over the sources of a combined batch (a missing one, ``None`` in ``max_size`` mode, is
-    skipped) and records every batch ``training_step`` receives, in the sweep's copy and in the run."""
+    """Sums the loss over a combined batch's sources (skipping ``None``s) and records every batch it gets."""
 
     seen: ClassVar[list[Any]] = []
 
@@ -69,8 +68,7 @@ def _run_batches(kind: str) -> list[Any]:
         *(("callback", kind) for kind in ("dict", "list", "max_size_cycle", "max_size", "min_size")),
         ("find_lr", "dict"),
         ("find_lr", "max_size"),
-        # max_size_cycle: every step sums both sources (in max_size the short one runs out, and a loss that
-        # jumps between one and two terms is noise a 40-step sweep cannot see learning through: inconclusive)
+        # max_size_cycle: in max_size a loss of one or two terms is too noisy for 40 steps (inconclusive)
         ("lr_find", "max_size_cycle"),
     ],
 )

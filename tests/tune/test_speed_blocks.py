@@ -130,8 +130,7 @@ def test_builtin_compile_options_conflict_with_each_other() -> None:
 
 
 class Wrapper(pl.LightningModule):
-    """A LightningModule without ``forward`` whose ``training_step`` calls the model it wraps (the Hugging
-    Face pattern ``self.model(**batch)``)."""
+    """No ``forward``: ``training_step`` calls the wrapped model (Hugging Face's ``self.model(**batch)``)."""
 
     def __init__(self) -> None:
         super().__init__()
