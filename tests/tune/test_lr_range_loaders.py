@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, ClassVar
 
 import pytest
@@ -56,6 +57,7 @@ def _same(first: Any, second: Any) -> bool:
     return first is second is None
 
 
+@functools.lru_cache  # the same seeded loaders: one run per kind serves every test that compares with it
 def _run_batches(kind: str) -> list[Any]:
     MultiSourceClassifier.seen.clear()
     fast_trainer(max_steps=STEPS, max_epochs=-1).fit(MultiSourceClassifier(), _loaders(kind))
