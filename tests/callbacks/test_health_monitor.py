@@ -12,15 +12,21 @@ from typing import Any
 import lightning.pytorch as pl
 import pytest
 import torch
-from lightning.pytorch.callbacks import Callback
 from torch import Tensor
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.data import DataLoader
 
 from lightning_recipes.callbacks._health_rules import decide
 from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, CheckData, History
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
-from lightning_recipes.testing import HostSyncCounter, InMemoryLogger, fast_trainer
+from lightning_recipes.testing import InMemoryLogger, fast_trainer
+from tests.callbacks._shared import (
+    CountedForward,
+    DumpPerRank,
+    OpCounter,
+    SyncCounting,
+    callback_of,
+    per_rank,
+)
 from tests.helpers.health_gallery import MLP
 from tests.helpers.health_gallery import classification as _classification
 from tests.helpers.health_gallery import loader as _loader
@@ -101,49 +107,6 @@ def test_lr_rules_use_the_update_ratio_with_the_loss() -> None:
 # ------------------------------------------------------------------------------------------------ syncs
 
 
-class SyncCounting(HealthMonitor):
-    """Counts host syncs in every hook, per optimizer step (the forward hooks are counted by the model)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.syncs: list[int] = []
-
-    def on_train_batch_start(self, *args: Any) -> None:
-        with HostSyncCounter() as counter:
-            super().on_train_batch_start(*args)
-        self.syncs.append(counter.count)
-
-    def on_before_backward(self, *args: Any) -> None:
-        with HostSyncCounter() as counter:
-            super().on_before_backward(*args)
-        self.syncs[-1] += counter.count
-
-    def on_before_optimizer_step(self, *args: Any) -> None:
-        with HostSyncCounter() as counter:
-            super().on_before_optimizer_step(*args)
-        self.syncs[-1] += counter.count
-
-    def on_train_batch_end(self, *args: Any) -> None:
-        with HostSyncCounter() as counter:
-            super().on_train_batch_end(*args)
-        self.syncs[-1] += counter.count
-
-
-class CountedForward(MLP):
-    """The forward pass (with the monitor's hooks on sampled steps) under a sync counter."""
-
-    def __init__(self) -> None:
-        super().__init__(act="tanh", widths=(16, 32, 4))
-        self.net.append(torch.nn.ReLU())  # a ReLU hook too
-        self.forward_syncs: list[int] = []
-
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        with HostSyncCounter() as counter:
-            loss = super().training_step(batch, batch_idx)
-        self.forward_syncs.append(counter.count)
-        return loss
-
-
 def test_zero_host_syncs_between_checks_and_one_per_check() -> None:
     monitor = SyncCounting(check_every_n_steps=5, activation_samples=2)
     model = CountedForward()
@@ -153,18 +116,6 @@ def test_zero_host_syncs_between_checks_and_one_per_check() -> None:
     assert model.forward_syncs == [0] * 10  # hooks on steps 3, 4, 8, 9: no sync
     assert monitor.syncs == [0, 0, 0, 0, 1, 0, 0, 0, 0, 1]
     assert monitor.checks == 2
-
-
-class OpCounter(TorchDispatchMode):
-    """The device ops dispatched while active, by name (a work count: no clock)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: list[str] = []
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
 
 
 class OpCounting(HealthMonitor):
@@ -319,30 +270,21 @@ class NonfiniteOnRankOne(MLP):
         return super().forward(x)
 
 
-class DumpFindings(Callback):
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        monitor = next(c for c in trainer.callbacks if isinstance(c, HealthMonitor))  # type: ignore[attr-defined]
-        findings = [asdict(f) for f in monitor.findings]
-        torch.save(findings, Path(self.directory) / f"rank{trainer.global_rank}.pt")
-
-
 def test_ddp_problem_on_one_rank_is_reported_by_every_rank(tmp_path: Path) -> None:
     """Forked ranks with a pickled monitor and model, as ddp_spawn's (no fresh interpreters)."""
     monitor = pickle.loads(pickle.dumps(HealthMonitor(check_every_n_steps=10, activation_samples=2)))
+    dump = DumpPerRank(tmp_path, lambda t, _: [asdict(f) for f in callback_of(t, HealthMonitor).findings])
     trainer = fast_trainer(
         max_steps=10,
         max_epochs=-1,
         strategy="ddp_fork",
         devices=2,
         limit_val_batches=0,
-        callbacks=[monitor, DumpFindings(str(tmp_path))],
+        callbacks=[monitor, dump],
     )
     model = pickle.loads(pickle.dumps(NonfiniteOnRankOne()))
     trainer.fit(model, DataLoader(_classification(), batch_size=32))
-    findings = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    findings = per_rank(tmp_path)
     assert findings[0] == findings[1]
     assert [(f["problem"], f["step"], f["evidence"]["first_module"]) for f in findings[0]] == [
         ("nonfinite_activations", 10, "net.0")
