@@ -229,11 +229,14 @@ def _teacher_rows(n: int = 2048) -> TensorDataset:
     return TensorDataset(x, (torch.tanh(x @ w) + 0.1 * x[:, :4]).argmax(1))
 
 
-def _fit(model: pl.LightningModule, steps: int = 60) -> tuple[list[Finding], HealthMonitor]:
+def _fit(
+    model: pl.LightningModule, steps: int = 60, loader: Any = None
+) -> tuple[list[Finding], HealthMonitor]:
+    """``steps`` on ``loader`` (shuffled teacher rows by default) under a monitor checking every 20 steps."""
     found: list[Finding] = []
     monitor = HealthMonitor(check_every_n_steps=20, on_finding=found.append)
     trainer = fast_trainer(max_steps=steps, max_epochs=-1, callbacks=[monitor], limit_val_batches=0)
-    trainer.fit(model, DataLoader(_teacher_rows(), batch_size=64, shuffle=True))
+    trainer.fit(model, loader or DataLoader(_teacher_rows(), batch_size=64, shuffle=True))
     return found, monitor
 
 
@@ -290,11 +293,7 @@ class ReluMLP(Classify):
 def _outlier_run(sentinel: bool) -> tuple[list[Finding], list[int]]:
     data, rows = _sentinel_rows(sentinel)
     torch.manual_seed(0)
-    found: list[Finding] = []
-    monitor = HealthMonitor(check_every_n_steps=20, on_finding=found.append)
-    trainer = fast_trainer(max_steps=40, max_epochs=-1, callbacks=[monitor], limit_val_batches=0)
-    trainer.fit(ReluMLP(), DataLoader(data, batch_size=64))
-    return found, rows
+    return _fit(ReluMLP(), steps=40, loader=DataLoader(data, batch_size=64))[0], rows
 
 
 def test_a_few_rows_with_a_sentinel_are_named_as_outlier_batches_with_their_rows() -> None:
