@@ -307,22 +307,6 @@ def test_state_dict_round_trip() -> None:
     assert "repair" not in HealthMonitor().state_dict()  # without repair: the state of before, unchanged
 
 
-@pytest.mark.parametrize(
-    "seed", [s if s in (2, 13, 14) else pytest.param(s, marks=pytest.mark.slow) for s in range(20)]
-)
-def test_healthy_bert_finetuning_gets_no_repair(seed: int) -> None:
-    """The tiny BERT fine-tune's healthy seeds: no repair and no finding."""
-    pytest.importorskip("transformers")
-    from tests.helpers.finetune_models import TinyBertFinetune, text_classification
-    from tests.helpers.finetune_models import loader as text_loader
-
-    torch.manual_seed(seed)
-    monitor = HealthMonitor(check_every_n_steps=10, on_finding="raise", repair=True)
-    trainer = fast_trainer(max_steps=60, max_epochs=-1, callbacks=[monitor])
-    trainer.fit(TinyBertFinetune(lr=3e-4, dropout=0.0), text_loader(text_classification(seed=seed), 32, seed))
-    assert monitor.findings == [] and monitor.repairs == [] and trainer.global_step == 60
-
-
 # ---------------------------------------------------------------------------------------------- DDP
 
 
