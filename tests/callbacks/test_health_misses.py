@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import lightning.pytorch as pl
@@ -17,6 +15,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from lightning_recipes.callbacks import input_pipeline_monitor
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.testing import fast_trainer
+from tests.helpers.speed import VirtualTime
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -85,26 +84,12 @@ def test_a_small_mlp_on_four_hundred_rows_that_generalises_is_left_alone() -> No
 # ---------------------------------------------------------------------------------------------- data_stall
 
 
-class VirtualClock:
-    """A clock that only moves when :meth:`sleep` is called: the test decides every wait and step exactly."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def perf_counter(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        saved = input_pipeline_monitor.time
-        input_pipeline_monitor.time = self  # type: ignore[assignment]
-        try:
-            yield
-        finally:
-            input_pipeline_monitor.time = saved
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> VirtualTime:
+    """The monitors' timer on a clock only the sleeps here advance: the test decides every wait and step."""
+    virtual = VirtualTime()
+    monkeypatch.setattr(input_pipeline_monitor, "time", virtual)
+    return virtual
 
 
 STEP_S = 0.02
@@ -113,7 +98,7 @@ STEP_S = 0.02
 class TimedBatches(Dataset):
     """Whole batches (``batch_size=None``); loading batch ``i`` takes ``waits[i]`` seconds of the clock."""
 
-    def __init__(self, waits: list[float], clock: VirtualClock) -> None:
+    def __init__(self, waits: list[float], clock: VirtualTime) -> None:
         self.waits, self.clock = waits, clock
         g = torch.Generator().manual_seed(0)
         self.x = torch.randn(len(waits), 16, 8, generator=g)
@@ -130,7 +115,7 @@ class TimedBatches(Dataset):
 class TimedStep(pl.LightningModule):
     """A linear classifier whose step takes ``STEP_S`` seconds of the clock."""
 
-    def __init__(self, clock: VirtualClock) -> None:
+    def __init__(self, clock: VirtualTime) -> None:
         super().__init__()
         self.fc = nn.Linear(8, 2)
         self.clock = clock
@@ -149,24 +134,22 @@ def _waits_for(fractions: list[float], per_check: int = 10) -> list[float]:
     return [f / (1.0 - f) * STEP_S for f in fractions for _ in range(per_check)]
 
 
-def _stall_run(fractions: list[float]) -> list[Finding]:
-    clock = VirtualClock()
+def _stall_run(fractions: list[float], clock: VirtualTime) -> list[Finding]:
     found: list[Finding] = []
     monitor = HealthMonitor(check_every_n_steps=10, activation_samples=0, on_finding=found.append)
-    with clock.installed():
-        trainer = fast_trainer(max_steps=10 * len(fractions), max_epochs=1, callbacks=[monitor])
-        trainer.fit(TimedStep(clock), DataLoader(TimedBatches(_waits_for(fractions), clock), batch_size=None))
+    trainer = fast_trainer(max_steps=10 * len(fractions), max_epochs=1, callbacks=[monitor])
+    trainer.fit(TimedStep(clock), DataLoader(TimedBatches(_waits_for(fractions), clock), batch_size=None))
     return [f for f in found if f.problem == "data_stall"]
 
 
-def test_a_busy_machines_borderline_wait_is_not_a_data_stall() -> None:
+def test_a_busy_machines_borderline_wait_is_not_a_data_stall(clock: VirtualTime) -> None:
     # a large-batch run on a busy machine: 40-48% waiting, twice 53% in a row (the old rule's alarm)
-    found = _stall_run([0.45, 0.40, 0.53, 0.53, 0.48, 0.42])
+    found = _stall_run([0.45, 0.40, 0.53, 0.53, 0.48, 0.42], clock)
     assert found == [], [(f.step, f.evidence) for f in found]
 
 
-def test_a_loader_that_cannot_keep_up_is_a_data_stall() -> None:
-    found = _stall_run([0.75] * 6)
+def test_a_loader_that_cannot_keep_up_is_a_data_stall(clock: VirtualTime) -> None:
+    found = _stall_run([0.75] * 6, clock)
     assert [f.step for f in found] == [20]  # at the second check: 0.75 +- 0.1 over 19 batches
     assert found[0].evidence["mean_wait_fraction"] == pytest.approx(0.75, abs=0.03)
 
