@@ -55,6 +55,28 @@ def counted(base: type, hooks: tuple[str, ...], into: str = "syncs", counter: ty
     return type(f"Counted{base.__name__}", (base,), {name: wrap(name) for name in hooks})
 
 
+class AppliedGradient(Callback):
+    """The gradient SGD applied, ``(p_before - p_after) / lr`` (not ``.grad``): accumulated, unscaled."""
+
+    def __init__(self, lr: float) -> None:
+        self.lr, self.grads, self._before = lr, [], None  # type: ignore[var-annotated]
+
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any
+    ) -> None:
+        self._before = torch.cat([p.detach().flatten() for p in pl_module.parameters()]).clone()
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any) -> None:
+        if self._before is not None:
+            after = torch.cat([p.detach().flatten() for p in pl_module.parameters()])
+            self.grads.append((self._before - after) / self.lr)
+            self._before = None
+
+    @property
+    def norms(self) -> list[float]:
+        return [float(g.double().norm()) for g in self.grads]
+
+
 class OpCounter(TorchDispatchMode):
     """The device ops dispatched while active, by name (a work count: no clock)."""
 
