@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
+from galleries.health.field._field_models import FieldModule
 from lightning_recipes.callbacks import input_pipeline_monitor
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.testing import fast_trainer
@@ -23,26 +24,11 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 # ---------------------------------------------------------------------------------------------- overfitting
 
 
-class TabularMLP(pl.LightningModule):
-    """Two hidden ReLU layers of ``width`` on tabular rows, AdamW, cross-entropy."""
-
-    def __init__(self, d_in: int, width: int, lr: float) -> None:
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(d_in, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 2)
-        )
-        self.lr = lr
-
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        x, y = batch
-        return F.cross_entropy(self.net(x), y)
-
-    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        x, y = batch
-        self.log("val_loss", F.cross_entropy(self.net(x), y))
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.AdamW(self.parameters(), lr=self.lr)
+def _classify(net: nn.Module, lr: float, sgd: bool = False) -> FieldModule:
+    """Cross-entropy on ``net``; SGD with momentum or AdamW."""
+    return FieldModule(
+        net, lambda p: torch.optim.SGD(p, lr=lr, momentum=0.9) if sgd else torch.optim.AdamW(p, lr=lr)
+    )
 
 
 def _rows(n: int, seed: int, d: int = 20, noise: float = 0.2) -> TensorDataset:
@@ -60,7 +46,10 @@ def _tabular(width: int, lr: float, n: int) -> tuple[list[Finding], HealthMonito
     monitor = HealthMonitor(check_every_n_steps=10, on_finding=found.append)
     trainer = fast_trainer(max_epochs=12, max_steps=-1, callbacks=[monitor], num_sanity_val_steps=0)
     train = DataLoader(_rows(n, 1), batch_size=32, shuffle=True)
-    trainer.fit(TabularMLP(20, width, lr), train, DataLoader(_rows(n, 2), batch_size=8))
+    net = nn.Sequential(
+        nn.Linear(20, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 2)
+    )
+    trainer.fit(_classify(net, lr), train, DataLoader(_rows(n, 2), batch_size=8))
     return found, monitor
 
 
@@ -157,23 +146,6 @@ def test_a_loader_that_cannot_keep_up_is_a_data_stall(clock: VirtualTime) -> Non
 # ---------------------------------------------------------------------------------- saturated_activations
 
 
-class Classify(pl.LightningModule):
-    """Cross-entropy on ``net``; SGD with momentum or AdamW."""
-
-    def __init__(self, net: nn.Module, lr: float, sgd: bool = False) -> None:
-        super().__init__()
-        self.net, self.lr, self.sgd = net, lr, sgd
-
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        x, y = batch
-        return F.cross_entropy(self.net(x), y)
-
-    def configure_optimizers(self) -> Any:
-        if self.sgd:
-            return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
-        return torch.optim.AdamW(self.parameters(), lr=self.lr)
-
-
 class Highway(nn.Module):
     """``x <- g * silu(H x) + (1 - g) * x`` with ``g = torch.sigmoid(G x)`` (a function, not a module)."""
 
@@ -225,7 +197,7 @@ def _fit(
 
 def test_a_highway_net_whose_gates_start_closed_has_saturated_gates() -> None:
     torch.manual_seed(0)
-    found, _ = _fit(Classify(Highway(gate_bias=-10.0), 1e-3))
+    found, _ = _fit(_classify(Highway(gate_bias=-10.0), 1e-3))
     assert [f.problem for f in found] == ["saturated_activations"], [(f.problem, f.evidence) for f in found]
     evidence = found[0].evidence
     assert set(evidence["saturated_fraction"]) == {f"net.gates.{i}:sigmoid" for i in range(4)}
@@ -235,14 +207,14 @@ def test_a_highway_net_whose_gates_start_closed_has_saturated_gates() -> None:
 
 def test_a_highway_net_with_the_usual_gate_bias_is_left_alone() -> None:
     torch.manual_seed(0)
-    found, monitor = _fit(Classify(Highway(gate_bias=-1.0), 1e-3))
+    found, monitor = _fit(_classify(Highway(gate_bias=-1.0), 1e-3))
     assert found == [], [(f.problem, f.evidence) for f in found]
     assert monitor._history.losses[-1] < 0.9 * monitor._history.losses[0]  # it learns
 
 
 def test_a_sigmoid_mlp_initialised_too_large_is_saturated_even_while_its_loss_falls() -> None:
     torch.manual_seed(0)
-    found, monitor = _fit(Classify(sigmoid_mlp(init_std=3.0), 0.1, sgd=True))
+    found, monitor = _fit(_classify(sigmoid_mlp(init_std=3.0), 0.1, sgd=True))
     assert monitor._history.losses[-1] < 0.8 * monitor._history.losses[0]  # the head still learns
     assert [f.problem for f in found] == ["saturated_activations"], [(f.problem, f.evidence) for f in found]
     assert set(found[0].evidence["saturated_fraction"]) == {"net.1", "net.3"}
@@ -250,7 +222,7 @@ def test_a_sigmoid_mlp_initialised_too_large_is_saturated_even_while_its_loss_fa
 
 def test_a_sigmoid_mlp_with_the_default_init_is_left_alone() -> None:
     torch.manual_seed(0)
-    found, _ = _fit(Classify(sigmoid_mlp(init_std=None), 0.1, sgd=True))
+    found, _ = _fit(_classify(sigmoid_mlp(init_std=None), 0.1, sgd=True))
     assert found == [], [(f.problem, f.evidence) for f in found]
 
 
@@ -267,16 +239,11 @@ def _sentinel_rows(sentinel: bool) -> tuple[TensorDataset, list[int]]:
     return TensorDataset(x, y), rows
 
 
-class ReluMLP(Classify):
-    def __init__(self) -> None:
-        net = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))
-        super().__init__(net, 1e-3)
-
-
 def _outlier_run(sentinel: bool) -> tuple[list[Finding], list[int]]:
     data, rows = _sentinel_rows(sentinel)
     torch.manual_seed(0)
-    return _fit(ReluMLP(), steps=40, loader=DataLoader(data, batch_size=64))[0], rows
+    net = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))
+    return _fit(_classify(net, 1e-3), steps=40, loader=DataLoader(data, batch_size=64))[0], rows
 
 
 def test_a_few_rows_with_a_sentinel_are_named_as_outlier_batches_with_their_rows() -> None:
