@@ -598,16 +598,13 @@ def test_a_small_fall_of_a_hand_written_loss_with_no_known_trivial_level_is_no_f
 
 def _dying(dead_now: float, dead_step0: float, input_free: bool) -> set[str]:
     """Zoo 4's deep sets: the head's ReLU layer ``dead_step0`` dead at first, ``dead_now`` at each check."""
-    checks = []
-    for i in range(4):
-        data = _check(20 * (i + 1), 1.1, 2e-3, std=0.1)
-        data.loss_head = 1.1 if i == 0 else math.nan
-        data.dead = {"rho.1": dead_now, "phi.1": 0.25}
-        data.dead_start = {"rho.1": dead_step0, "phi.1": 0.1} if i == 0 else {}
-        gap = 0.001 if input_free else 0.3
-        data.input_free_gap, data.input_free_gap_se, data.input_free_loss = gap, 0.01, 0.9
-        checks.append(data)
-    return {p for _, p in _run(checks)}
+    gap = 0.001 if input_free else 0.3
+    fields = {"dead": {"rho.1": dead_now, "phi.1": 0.25}, "input_free_gap": gap, "input_free_gap_se": 0.01}
+    fields |= {"input_free_loss": 0.9, "std": 0.1}
+    first = _check(20, 1.1, 2e-3, loss_head=1.1, dead_start={"rho.1": dead_step0, "phi.1": 0.1}, **fields)
+    return _problems(
+        [first] + [_check(20 * (i + 1), 1.1, 2e-3, loss_head=math.nan, **fields) for i in (1, 2, 3)]
+    )
 
 
 def test_units_that_died_in_a_model_ignoring_its_inputs_are_its_symptom_not_dead_units() -> None:
@@ -619,15 +616,15 @@ def test_units_that_died_in_a_model_ignoring_its_inputs_are_its_symptom_not_dead
 
 def _deep(dead_from: int) -> dict[str, Decision]:
     """Zoo 4's 9-layer ReLU MLP at 0.1 of He's, dead from ``dead_from``: the second check's decisions."""
-    history, decisions = History(), {}
     names = [f"net.{2 * k}" for k in range(9)]
-    for step in (20, 40):
-        data = _check(step, 0.17, {n: 3e-2 * 10.0 ** (k - 8) for k, n in enumerate(names)}, family="sgd")
-        data.loss_head = 0.4 if step == 20 else math.nan
-        data.dead_rows = {n: (0.59 if k >= dead_from else 0.0) for k, n in enumerate(names[:-1])}
-        data.dead_start = dict.fromkeys(data.dead_rows, 0.0) if step == 20 else {}
-        decisions = decide(data, history, dict(T))
-    return decisions
+    dead = {n: (0.59 if k >= dead_from else 0.0) for k, n in enumerate(names[:-1])}
+    ratios = {n: 3e-2 * 10.0 ** (k - 8) for k, n in enumerate(names)}
+    first = _check(
+        20, 0.17, ratios, family="sgd", loss_head=0.4, dead_rows=dead, dead_start=dict.fromkeys(dead, 0.0)
+    )
+    return _decided(
+        [first, _check(40, 0.17, ratios, family="sgd", loss_head=math.nan, dead_rows=dead, dead_start={})]
+    )
 
 
 def test_steps_vanishing_among_living_layers_are_vanishing_gradients_their_later_dead_units_its_symptom() -> (
@@ -702,20 +699,14 @@ def test_a_group_at_lr_0_with_gradients_is_named_once_it_persists_a_run_annealed
     """Zoo 5's VAE encoder at LR 0 for 2 checks; pairs: one check, every group at 0."""
 
     def checks(n: int, decoder_lr: float) -> list[CheckData]:
-        out = []
-        for i in range(n):
-            data = _check(20 * (i + 1), 40.0 - 2 * i, {"enc": 0.0, "dec": 3e-3 if decoder_lr else 0.0})
-            data.group_grad_rms = {"enc": 0.01, "dec": 0.05}
-            data.group_lr = {"enc": 0.0, "dec": decoder_lr}
-            data.group_numel, data.model_numel = {"enc": 10_000, "dec": 9_000}, 19_000
-            out.append(data)
-        return out
+        ratios = {"enc": 0.0, "dec": 3e-3 if decoder_lr else 0.0}
+        groups = {"group_grad_rms": {"enc": 0.01, "dec": 0.05}, "group_lr": {"enc": 0.0, "dec": decoder_lr}}
+        groups |= {"group_numel": {"enc": 10_000, "dec": 9_000}, "model_numel": 19_000}
+        return [_check(20 * (i + 1), 40.0 - 2 * i, ratios, **groups) for i in range(n)]
 
     assert _run(checks(2, 1e-3)) == [(40, "lr_too_low")]
     assert _run(checks(1, 1e-3)) == []
-    history = History()
-    for data in checks(2, 0.0):  # every ratio 0: the LR rules judge the run, no group is singled out
-        decided = decide(data, history, dict(T))
+    decided = _decided(checks(2, 0.0))  # every ratio 0: the LR rules judge the run, no group is singled out
     assert "frozen_groups" not in decided.get("lr_too_low", ({}, ""))[0]
 
 
