@@ -39,7 +39,8 @@ def callback_of(trainer: pl.Trainer, kind: type) -> Any:
 
 def counted(base: type, hooks: tuple[str, ...], into: str = "syncs", counter: type = HostSyncCounter) -> type:
     """``base`` whose ``hooks`` each run under a ``counter``: ``self.<into>`` gets an entry at each call of
-    the first hook, to which the others' counts add (one entry per step when the first opens a step)."""
+    the first hook, to which the others' counts (``counter.count``) add (one entry per step when the first
+    opens a step; a count that is a list of ops is extended)."""
 
     def wrap(name: str) -> Callable[..., None]:
         def hook(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -47,7 +48,7 @@ def counted(base: type, hooks: tuple[str, ...], into: str = "syncs", counter: ty
                 getattr(base, name)(self, *args, **kwargs)
             counts = self.__dict__.setdefault(into, [])
             if name == hooks[0]:
-                counts.append(0)
+                counts.append(type(c.count)())
             counts[-1] += c.count
 
         return hook
@@ -87,6 +88,10 @@ class OpCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         self.ops.append(str(func))
         return func(*args, **(kwargs or {}))
+
+    @property
+    def count(self) -> list[str]:
+        return self.ops
 
 
 STEP_HOOKS = tuple(

@@ -20,11 +20,13 @@ from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, Check
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.testing import InMemoryLogger, fast_trainer
 from tests.callbacks._shared import (
+    STEP_HOOKS,
     CountedForward,
     DumpPerRank,
     OpCounter,
     SyncCounting,
     callback_of,
+    counted,
     per_rank,
 )
 from tests.helpers.health_gallery import MLP
@@ -118,31 +120,8 @@ def test_zero_host_syncs_between_checks_and_one_per_check() -> None:
     assert monitor.checks == 2
 
 
-class OpCounting(HealthMonitor):
-    """The device ops of the four training-step hooks, per step (global step at the batch's start)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.ops: dict[int, list[str]] = {}
-        self._at = 0
-
-    def _counted(self, name: str, *args: Any) -> None:
-        with OpCounter() as counter:
-            getattr(super(), name)(*args)
-        self.ops.setdefault(self._at, []).extend(counter.ops)
-
-    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
-        self._at = trainer.global_step
-        self._counted("on_train_batch_start", trainer, *args)
-
-    def on_before_backward(self, *args: Any) -> None:
-        self._counted("on_before_backward", *args)
-
-    def on_before_optimizer_step(self, *args: Any) -> None:
-        self._counted("on_before_optimizer_step", *args)
-
-    def on_train_batch_end(self, *args: Any) -> None:
-        self._counted("on_train_batch_end", *args)
+#: the device ops of the four training-step hooks, per step (one entry per batch: no accumulation here)
+OpCounting = counted(HealthMonitor, STEP_HOOKS, "ops", OpCounter)
 
 
 class CountedModel(MLP):
@@ -169,7 +148,7 @@ def test_per_step_work_between_checks_is_one_op_whatever_the_parameter_count() -
         fast_trainer(max_steps=30, max_epochs=-1, callbacks=[monitor], limit_val_batches=0).fit(
             model, _loader(_classification())
         )
-        between = [ops for step, ops in monitor.ops.items() if step >= 10 and step % 10 < 8]
+        between = [ops for step, ops in enumerate(monitor.ops) if step >= 10 and step % 10 < 8]
         assert len(between) == 16
         for ops in between:
             assert ops == ["aten._foreach_norm.Scalar"], ops
