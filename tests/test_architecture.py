@@ -7,6 +7,7 @@ re-export shims; no machine figures in docstrings; imports point down the :data:
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import re
 from pathlib import Path
@@ -35,6 +36,7 @@ def _package_of(module: str, path: Path) -> str:
     return module if path.name == "__init__.py" else module.rpartition(".")[0]
 
 
+@functools.cache  # read by the layer rules and the import graph
 def _imports(path: Path) -> list[tuple[str, list[str]]]:
     """(module, imported names) for every absolute import of lightning_recipes in ``path``, nested too."""
     found: list[tuple[str, list[str]]] = []
@@ -65,9 +67,7 @@ def _layer_problems(path: Path) -> list[str]:
     package = _package_of(module, path)
     problems = []
     for target, names in _imports(path):
-        if package.startswith("lightning_recipes.checks") and target.startswith(
-            "lightning_recipes.callbacks"
-        ):
+        if _top_part(package) == "checks" and _top_part(target) == "callbacks":
             problems.append(f"checks/ imports {target}")
         owner = _owner_of_private(target)
         if owner is not None and not _inside(package, owner):
@@ -78,9 +78,7 @@ def _layer_problems(path: Path) -> list[str]:
         private_names = [n for n in names if n.startswith("_") and n != "__version__"]
         if private_names and not _inside(package, target_package):
             problems.append(f"imports private names {private_names} of {target}")
-        if target.startswith("lightning_recipes.testing") and not package.startswith(
-            ("lightning_recipes.testing", "lightning_recipes.demos")
-        ):
+        if _top_part(target) == "testing" and _top_part(package) not in ("testing", "demos"):
             problems.append(f"imports the testing tools ({target})")
     return problems
 

@@ -82,14 +82,11 @@ def _callbacks() -> list[Any]:
     ]
 
 
-def _model() -> PortableModel:
-    recipe = OptimizerRecipe(optimizer="lion", lr="find", lr_find={"num_steps": 30}, warmup_steps=1)
-    return PortableModel(recipe, BatchMixer(mixup_alpha=0.4, num_classes=4))
-
-
-def _fixed_lr_model() -> PortableModel:
+def _model(**recipe: Any) -> PortableModel:
+    """Lion with ``recipe`` (by default, its LR found by a sweep) and a mixer."""
+    recipe = recipe or {"lr": "find", "lr_find": {"num_steps": 30}, "warmup_steps": 1}
     mixer = BatchMixer(mixup_alpha=0.4, num_classes=4)
-    return PortableModel(OptimizerRecipe(optimizer="lion", lr=1e-3), mixer)
+    return PortableModel(OptimizerRecipe(optimizer="lion", **recipe), mixer)
 
 
 def _fit(model: PortableModel, tmp_path: Path, max_steps: int, ckpt_path: Path | None = None) -> Any:
@@ -132,7 +129,7 @@ def test_checkpoint_loads_without_lightning_recipes_and_resumes(tmp_path: Path) 
 
 def test_a_checkpoint_that_pickled_the_recipe_and_mixer_still_loads(tmp_path: Path) -> None:
     """Checkpoints that pickled the recipe and mixer objects still load (weights_only=True) and resume."""
-    model = _fixed_lr_model()
+    model = _model(lr=1e-3)
     trainer = _fit(model, tmp_path, max_steps=2)
     path = tmp_path / "old.ckpt"
     trainer.save_checkpoint(path)
@@ -142,6 +139,6 @@ def test_a_checkpoint_that_pickled_the_recipe_and_mixer_still_loads(tmp_path: Pa
     torch.save(checkpoint, path)
     loaded = PortableModel.load_from_checkpoint(path, weights_only=True)
     assert loaded.recipe == model.recipe and isinstance(loaded.batch_mixer, BatchMixer)
-    resumed = _fixed_lr_model()
+    resumed = _model(lr=1e-3)
     _fit(resumed, tmp_path, max_steps=3, ckpt_path=path)
     assert resumed.batch_mixer is not None and resumed.batch_mixer.num_batches == 3

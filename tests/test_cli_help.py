@@ -73,10 +73,19 @@ def test_the_preflight_help_states_the_budget_preflight_runs_with() -> None:
     assert f"(default: {default:g})" in " ".join(preflight.build_parser(fast=True).format_help().split())
 
 
-@pytest.mark.parametrize("command", ["demo", "preflight", "memory", "tune"])
+# what a command's help shows beside the common parts
+HELP_SHOWS = {
+    "demo": ["--epochs", "--optimizer", "--seed", "--output_dir", "--logger", "--threads"],
+    "demo --finetune": ["--shots", "--pretrain_epochs", "--finetune_epochs"],
+}
+
+
+@pytest.mark.parametrize("command", ["demo", "demo --finetune", "preflight", "memory", "tune"])
 def test_the_help_holds_only_our_text(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([command, "--help"]) == 0
+    assert main([*command.split(), "--help"]) == 0
     out = capsys.readouterr().out
+    assert out.startswith(f"usage: lightning-recipes {command} ")
+    assert all(option in out for option in HELP_SHOWS.get(command, [])), out
     assert "<class '" not in out and "standardizes" not in out  # no header from a Lightning class docstring
     assert "LIGHTNING_RECIPES_TRACEBACK=1" in out
     flags = re.findall(r"(?<![\w.])--[a-z][\w-]*", out)

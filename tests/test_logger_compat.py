@@ -176,8 +176,7 @@ def _tensorboard_keys(logger: TensorBoardLogger) -> tuple[set[str], dict[str, An
 
 
 def _wandb_keys(logger: WandbLogger) -> tuple[set[str], dict[str, Any]]:
-    summary = set(logger.experiment.summary.keys())
-    return summary, _flatten(dict(logger.experiment.config))
+    return set(logger.experiment.summary.keys()), _flatten(dict(logger.experiment.config))
 
 
 def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -190,27 +189,23 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _make_logger(kind: str, tmp_path: Path) -> Logger:
-    if kind == "csv":
-        return CSVLogger(tmp_path, name="csv")
-    if kind == "tensorboard":
-        return TensorBoardLogger(tmp_path, name="tb")
-    return WandbLogger(project="compat", save_dir=str(tmp_path), offline=True)
+# logger kind -> (its logger in a folder, the reader of what it wrote)
+LOGGERS: dict[str, tuple[Callable[[Path], Logger], Callable[[Any], tuple[set[str], dict[str, Any]]]]] = {
+    "csv": (lambda folder: CSVLogger(folder, name="csv"), _csv_keys),
+    "tensorboard": (lambda folder: TensorBoardLogger(folder, name="tb"), _tensorboard_keys),
+    "wandb": (lambda folder: WandbLogger(project="compat", save_dir=str(folder), offline=True), _wandb_keys),
+}
 
 
 def _run_and_read(kind: str, tmp_path: Path, specs: dict[str, Spec]) -> tuple[list[Callback], set[str], dict]:
     """The callbacks after the fit, the metric keys and flattened hparams written, ``"_dir"``: the log dir."""
     import wandb
 
-    logger = _make_logger(kind, tmp_path)
+    make_logger, read = LOGGERS[kind]
+    logger = make_logger(tmp_path)
     try:
         callbacks = _fit(tmp_path, logger, specs)
-        if isinstance(logger, CSVLogger):
-            metrics, hparams = _csv_keys(logger)
-        elif isinstance(logger, TensorBoardLogger):
-            metrics, hparams = _tensorboard_keys(logger)
-        else:
-            metrics, hparams = _wandb_keys(logger)  # type: ignore[arg-type]
+        metrics, hparams = read(logger)
         run_dir = logger.log_dir if kind != "wandb" else tmp_path / "compat" / logger.experiment.id
         hparams["_dir"] = Path(run_dir)
     finally:

@@ -43,12 +43,6 @@ class RecipeNet(OptimizerRecipeMixin, pl.LightningModule):
         return loss
 
 
-class HparamsNet(RecipeNet):
-    def __init__(self, lr: float = 0.02, weight_decay: float = 0.3, optimizer: str = "lamb") -> None:
-        super().__init__()
-        self.save_hyperparameters()
-
-
 class _LrRecorder(Callback):
     def __init__(self, stop_at: int | None = None) -> None:
         self.lrs: list[float] = []
@@ -67,7 +61,8 @@ def _loader():
 
 
 def test_precedence_recipe_over_hparams_over_defaults():
-    model = HparamsNet()
+    model = RecipeNet()
+    model.save_hyperparameters({"lr": 0.02, "weight_decay": 0.3, "optimizer": "lamb"})
 
     def pick(resolved, *keys):
         return tuple(resolved[key] for key in keys)

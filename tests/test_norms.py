@@ -91,10 +91,8 @@ def _fixed_gradient_module(grads: dict[str, torch.Tensor], dtype: torch.dtype):
     class Module(pl.LightningModule):
         def __init__(self) -> None:
             super().__init__()
-            shapes = {"param0": (3,), "param1": (2, 1), "param2": (1,)}  # param2 gets no gradient
-            self.inner = nn.ParameterDict({name: torch.rand(shape) for name, shape in shapes.items()}).to(
-                dtype
-            )
+            shapes = {"param0": (3,), "param1": (2, 1), "param2": (1,)}  # param2: no gradient
+            self.inner = nn.ParameterDict({name: torch.rand(s, dtype=dtype) for name, s in shapes.items()})
 
         def training_step(self, batch, batch_idx):
             return sum((self.inner[name] * grad.to(dtype)).sum() for name, grad in grads.items())

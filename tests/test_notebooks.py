@@ -1,9 +1,5 @@
-"""Every tutorial notebook runs top to bottom (smoke size) and shows what it claims to show.
-
-Each notebook runs in a fresh ``python3`` kernel with ``LIGHTNING_RECIPES_SMOKE=1`` (the documented size
-switch, read inside the notebook) and its working directory in a temporary folder, so runs and wandb's
-offline files land there. Assertions read the executed cells' outputs.
-"""
+"""Every tutorial notebook runs top to bottom (``LIGHTNING_RECIPES_SMOKE=1``, a fresh ``python3`` kernel, a
+temporary working directory) and its executed cells' outputs show what it claims to show."""
 
 from __future__ import annotations
 
@@ -177,9 +173,7 @@ def _executed_by_docs_build(notebook: Any) -> Any:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_notebook_runs(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LIGHTNING_RECIPES_SMOKE", "1")
-    # One intra-op thread: the notebooks' models are tiny, and two OpenMP threads per process thrash when the
-    # CPU is shared (measured: a 60-step char-LM fit took 28 s with 2 threads on a busy 2-core machine, 3 s
-    # with 1). ddp_notebook's two workers then also get one core each.
+    # one intra-op thread: tiny models, and two OpenMP threads per process thrash on a shared CPU
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
@@ -187,8 +181,7 @@ def test_notebook_runs(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     if executed is not None:
         notebook = executed
     else:
-        # What an earlier run left in notebooks/ (a `runs/` folder from running one by hand) is not this run's
-        # doing: the check is that this run adds or changes nothing there.
+        # what an earlier run left in notebooks/ is not this run's doing: this run must add or change nothing
         before = _tree(NOTEBOOKS)
         client = nbclient.NotebookClient(
             notebook, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}

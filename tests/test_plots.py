@@ -76,23 +76,26 @@ def _hf_factory(warmup: int, total: int) -> Any:
     return functools.partial(LambdaLR, lr_lambda=lr_lambda)
 
 
-def _fit_two_loggers(tmp_path: Path, optimizer: str = "sgd") -> tuple[InMemoryLogger, CSVLogger]:
-    class Model(TinyClassifier):
-        def configure_optimizers(self) -> Any:
-            if optimizer == "adamw":
-                return torch.optim.AdamW(self.parameters(), lr=1e-2)
-            return super().configure_optimizers()
-
-    memory, csv_logger = InMemoryLogger(), CSVLogger(tmp_path, name=optimizer)
-    loggers = [memory, csv_logger]
-    settings = {"logger": loggers, "log_every_n_steps": 2, "default_root_dir": tmp_path}
-    trainer = fast_trainer(max_steps=12, max_epochs=2, **settings)
-    trainer.fit(Model(), random_classification_loader())
-    return memory, csv_logger
+class _AdamWClassifier(TinyClassifier):
+    def configure_optimizers(self) -> Any:
+        return torch.optim.AdamW(self.parameters(), lr=1e-2)
 
 
-def test_read_metrics_csv_equals_in_memory(tmp_path: Path) -> None:
-    memory, csv_logger = _fit_two_loggers(tmp_path)
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[InMemoryLogger, CSVLogger]]:
+    """A fit with SGD (TinyClassifier's) and one with AdamW, 12 steps, logged to memory and CSV every 2."""
+    torch.manual_seed(0)
+    found = {}
+    for name, model in (("sgd", TinyClassifier()), ("adamw", _AdamWClassifier())):
+        folder = tmp_path_factory.mktemp(name)
+        found[name] = InMemoryLogger(), CSVLogger(folder, name=name)
+        settings = {"logger": list(found[name]), "log_every_n_steps": 2, "default_root_dir": folder}
+        fast_trainer(max_steps=12, max_epochs=2, **settings).fit(model, random_classification_loader())
+    return found
+
+
+def test_read_metrics_csv_equals_in_memory(runs) -> None:
+    memory, csv_logger = runs["sgd"]
     from_memory, from_csv = read_metrics(memory), read_metrics(csv_logger)
     csv_steps, csv_values = zip(*from_csv["train_loss"])
     memory_steps, memory_values = zip(*from_memory["train_loss"])
@@ -178,9 +181,8 @@ def test_schedule_values_errors(args: tuple, kwargs: dict, error: type[Exception
         schedule_values(*args, **kwargs)
 
 
-def test_plot_comparison_of_real_runs(tmp_path: Path) -> None:
-    sgd, _ = _fit_two_loggers(tmp_path, "sgd")
-    _, adamw_csv = _fit_two_loggers(tmp_path, "adamw")
+def test_plot_comparison_of_real_runs(runs) -> None:
+    sgd, adamw_csv = runs["sgd"][0], runs["adamw"][1]
     figure = plot_comparison({"sgd": sgd, "adamw": adamw_csv}, "train_loss", title="optimizers")
     lines = figure.axes[0].get_lines()
     assert [line.get_label() for line in lines] == ["sgd", "adamw"]
@@ -300,17 +302,17 @@ def test_missing_matplotlib_gives_install_hint(monkeypatch: pytest.MonkeyPatch) 
 def test_matplotlib_is_imported_lazily() -> None:
     """No module of the package imports matplotlib at import time (only inside the functions that draw)."""
     package = Path(__file__).resolve().parents[1] / "lightning_recipes"
-    offenders = []
-    for path in package.rglob("*.py"):
-        for node in ast.parse(path.read_text()).body:  # top-level statements only
-            names = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            offenders += [
-                f"{path.relative_to(package)}: {n}" for n in names if n.split(".")[0] == "matplotlib"
-            ]
+    offenders = [
+        f"{path.relative_to(package)}: line {node.lineno}"
+        for path in package.rglob("*.py")
+        if "matplotlib" in (source := path.read_text())  # an import statement names its module literally
+        for node in ast.parse(source).body  # top-level statements only
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for name in (
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+        )
+        if name.split(".")[0] == "matplotlib"
+    ]
     assert not offenders, offenders
 
 

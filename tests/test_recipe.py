@@ -215,42 +215,44 @@ def test_hparams_yaml_round_trips_through_lightning_loaders(tmp_path, logger_cls
     assert type(resumed.optimizers[0]).__name__ == "Lamb" and resumed.global_step == 6
 
 
-def test_lightning_cli_yaml_round_trip(tmp_path, monkeypatch):
+@pytest.fixture
+def cli(tmp_path, monkeypatch):
+    """``cli(config, *args)``: LightningCLI (``run=False``) of a YAML file written with ``config``."""
     from lightning.pytorch.cli import LightningCLI
 
     monkeypatch.setattr("sys.argv", ["train.py"])
-    config = tmp_path / "config.yaml"
+
+    def build(config: dict, *args: str, name: str = "input.yaml") -> LightningCLI:
+        (tmp_path / name).write_text(yaml.safe_dump(config))
+        return LightningCLI(args=["--config", str(tmp_path / name), *args], run=False)
+
+    return build
+
+
+def test_lightning_cli_yaml_round_trip(tmp_path, cli):
     recipe = dict(optimizer="lion", lr=3e-4, betas=[0.9, 0.98], warmup_steps=1, schedule="linear")
     logger = {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(tmp_path)}}
     trainer = {"max_steps": 3, "accelerator": "cpu", "enable_progress_bar": False, "logger": logger}
     model = {"class_path": "tests.test_recipe.SavedNet", "init_args": {"recipe": recipe}}
-    config.write_text(
-        yaml.safe_dump({"model": model, "trainer": {**trainer, "default_root_dir": str(tmp_path)}})
-    )
-    loader = random_classification_loader(num_samples=64)
-    cli = LightningCLI(args=["--config", str(config)], run=False)
-    cli.trainer.fit(cli.model, loader)
-    expected = OptimizerRecipe(
-        optimizer="lion", lr=3e-4, betas=(0.9, 0.98), warmup_steps=1, schedule="linear"
-    )
-    assert cli.model.recipe == expected
-    optimizer = cli.trainer.optimizers[0]
+    config = {"model": model, "trainer": {**trainer, "default_root_dir": str(tmp_path)}}
+    built = cli(config)
+    built.trainer.fit(built.model, random_classification_loader(num_samples=64))
+    expected = OptimizerRecipe(**{**recipe, "betas": (0.9, 0.98)})
+    assert built.model.recipe == expected
+    optimizer = built.trainer.optimizers[0]
     assert type(optimizer) is Lion and optimizer.param_groups[0]["betas"] == (0.9, 0.98)
-    assert cli.model.recipe_summary["warmup_steps"] == 1 and cli.model.recipe_summary["schedule"] == "linear"
-    override = LightningCLI(
-        args=["--config", str(config), "--model.init_args.recipe.optimizer=lamb"], run=False
-    )
+    summary = built.model.recipe_summary
+    assert summary["warmup_steps"] == 1 and summary["schedule"] == "linear"
+    override = cli(config, "--model.init_args.recipe.optimizer=lamb")
     assert override.model.recipe.optimizer == "lamb" and override.model.recipe.lr == 3e-4
     with pytest.raises(SystemExit):  # jsonargparse rejects an unknown optimizer name before anything runs
-        LightningCLI(args=["--config", str(config), "--model.init_args.recipe.optimizer=sgd"], run=False)
-    hparams = load_hparams_from_yaml(f"{cli.trainer.logger.log_dir}/hparams.yaml")
+        cli(config, "--model.init_args.recipe.optimizer=sgd")
+    hparams = load_hparams_from_yaml(f"{built.trainer.logger.log_dir}/hparams.yaml")
     assert hparams["recipe"] == expected.to_dict()
     # the hparams read back feed LightningCLI again (as YAML) and rebuild the same recipe
-    again = tmp_path / "again.yaml"
     init_args = {k: v for k, v in hparams.items() if not k.startswith("_")}  # `_instantiator`: Lightning's
-    again.write_text(yaml.safe_dump({"model": {**model, "init_args": init_args}}))
-    rebuilt = LightningCLI(args=["--config", str(again), "--trainer.logger=false"], run=False)
-    assert rebuilt.model.recipe == expected
+    again = {"model": {**model, "init_args": init_args}}
+    assert cli(again, "--trainer.logger=false", name="again.yaml").model.recipe == expected
 
 
 def test_the_recipe_builder_and_defaults_read_the_one_table_of_names():
@@ -294,11 +296,7 @@ class BlockLM(LionRecipe, pl.LightningModule):
         return F.cross_entropy(self(x), y)
 
 
-def test_lightning_cli_yaml_layer_decay_lr_scale_and_finetune_schedule(tmp_path, monkeypatch):
-    from lightning.pytorch.cli import LightningCLI
-
-    monkeypatch.setattr("sys.argv", ["train.py"])
-    config = tmp_path / "finetune.yaml"
+def test_lightning_cli_yaml_layer_decay_lr_scale_and_finetune_schedule(tmp_path, cli):
     recipe = {"lr": 0.001, "schedule": "constant", "warmup_steps": 0, "layer_decay": 0.5}
     recipe.update(lr_scale={"head": 2.0}, block_classes="torch.nn.Sequential")
     schedule = {"class_path": "lightning_recipes.callbacks.finetune_schedule.FinetuneSchedule",
@@ -306,17 +304,16 @@ def test_lightning_cli_yaml_layer_decay_lr_scale_and_finetune_schedule(tmp_path,
     trainer = {"max_steps": 4, "accelerator": "cpu", "enable_progress_bar": False, "logger": False}
     trainer.update(default_root_dir=str(tmp_path), callbacks=[schedule])
     model = {"class_path": "tests.test_recipe.BlockLM", "init_args": {"recipe": recipe}}
-    config.write_text(yaml.safe_dump({"model": model, "trainer": trainer}))
-    cli = LightningCLI(args=["--config", str(config)], run=False)
-    assert cli.model.recipe == OptimizerRecipe(**recipe)
-    cli.trainer.fit(cli.model, random_classification_loader(num_samples=64))
-    groups = {g["name"]: g for g in cli.trainer.optimizers[0].param_groups}
+    built = cli({"model": model, "trainer": trainer})
+    assert built.model.recipe == OptimizerRecipe(**recipe)
+    built.trainer.fit(built.model, random_classification_loader(num_samples=64))
+    groups = {g["name"]: g for g in built.trainer.optimizers[0].param_groups}
     parts = ["embed/embed/", "block_0/", "block_1/", "head/head/"]
     assert list(groups) == [f"{part}{kind}" for part in parts for kind in ("decay", "no_decay")]
     assert groups["embed/embed/decay"]["lr"] == pytest.approx(1e-3 * 0.125)  # unfrozen, warm-up done
     assert groups["block_0/decay"]["lr"] == pytest.approx(1e-3 * 0.25)
     assert groups["head/head/decay"]["lr"] == pytest.approx(1e-3 * 2.0)
-    (schedule,) = [cb for cb in cli.trainer.callbacks if isinstance(cb, FinetuneSchedule)]
+    (schedule,) = [cb for cb in built.trainer.callbacks if isinstance(cb, FinetuneSchedule)]
     assert schedule.unfrozen_at == 2 and schedule.warmup_steps == 2
 
 

@@ -17,6 +17,7 @@ from lightning.pytorch.callbacks import EarlyStopping as LightningEarlyStopping
 
 from lightning_recipes.callbacks.early_stopping import EarlyStopping
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+from tests.callbacks._shared import per_rank
 from tests.helpers.weights import same, weights
 
 NAN = float("nan")
@@ -174,7 +175,7 @@ def test_two_processes_one_rank_sees_a_different_metric(
     trainer = fast_trainer(max_epochs=6, callbacks=callbacks, strategy="ddp_fork", devices=2, **LIMITS)
     loader = random_classification_loader(batch_size=16)
     trainer.fit(ScriptedMetric([], rank_values=rank_values), loader, loader)
-    results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    results = per_rank(tmp_path)
     for result in results:
         assert result["stopped_epoch"] == stop_epoch
         assert result["best_epoch"] == best_epoch

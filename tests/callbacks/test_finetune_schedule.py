@@ -21,6 +21,7 @@ from lightning_recipes.mixins import OptimizerRecipeMixin
 from lightning_recipes.optim import param_groups
 from lightning_recipes.recipe import OptimizerRecipe
 from lightning_recipes.testing import fast_trainer, random_classification_loader
+from tests.callbacks._shared import Kill
 
 UNFREEZE, WARMUP, TOTAL = 6, 3, 12
 
@@ -126,15 +127,6 @@ def test_unfreeze_at_epoch_uses_the_step_the_epoch_starts_at(tmp_path):
     assert names == ["decay", "no_decay", "backbone.1/decay", "backbone.1/no_decay", "backbone.2/decay",
                      "backbone.2/no_decay"]  # fmt: skip
     assert [row[2:] for row in record.lrs] == [[0.0] * 4] * 3 + [[1e-3] * 4] * 3  # no warm-up: at once
-
-
-class Kill(Callback):
-    def __init__(self, at_step: int) -> None:
-        self.at_step = at_step
-
-    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
-        if trainer.global_step == self.at_step:
-            raise KeyError("killed")
 
 
 def _run(directory: Path, extra: list[Callback], ckpt_path: Path | None = None, seed: int = 0) -> Any:

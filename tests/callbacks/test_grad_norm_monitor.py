@@ -30,28 +30,10 @@ from lightning_recipes.testing import (
     random_classification_loader,
     random_token_loader,
 )
+from tests.callbacks._shared import AppliedGradient
 
 SCRIPTS = Path(__file__).parent / "scripts"
 LR = 0.1
-
-
-class AppliedGradient(Callback):
-    """The gradient SGD applied, ``(p_before - p_after) / lr`` (not ``.grad``): accumulated and unscaled."""
-
-    def __init__(self, lr: float = LR) -> None:
-        self.lr = lr
-        self.norms: list[float] = []
-        self._before: list[torch.Tensor] | None = None
-
-    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
-        self._before = [p.detach().clone() for p in pl_module.parameters()]
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if self._before is None:
-            return
-        delta = torch.cat([(b - p.detach()).flatten() for b, p in zip(self._before, pl_module.parameters())])
-        self.norms.append(float(delta.double().norm()) / self.lr)
-        self._before = None
 
 
 class GradRecorder(Callback):
@@ -153,7 +135,7 @@ def _fit(tmp_path, model, loader, callbacks, **trainer_kwargs) -> tuple[pl.Train
 )
 def test_logged_norm_is_the_norm_of_the_applied_gradient(tmp_path, accumulate, precision, plugins):
     # every step logged and compared: also no stale value (Lightning re-sends a value logged once)
-    applied = AppliedGradient()
+    applied = AppliedGradient(LR)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
     fp16 = {"plugins": [MixedPrecision("16-mixed", "cpu", scaler=scaler)]}
     extra = fp16 if plugins else {"precision": precision}

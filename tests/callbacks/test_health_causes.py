@@ -166,21 +166,6 @@ def test_a_diverged_run_is_not_overfitting() -> None:
 # ------------------------------------------------------------------------ runs that learn nothing (repro 7)
 
 
-class DigitsMLP(pl.LightningModule):
-    def __init__(self, lr: float = 1e-3) -> None:
-        super().__init__()
-        layers = [nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10)]
-        self.net = nn.Sequential(*layers)
-        self.lr = lr
-
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        x, y = batch
-        return F.cross_entropy(self.net(x), y)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.Adam(self.parameters(), lr=self.lr)
-
-
 def digits(shuffled_apart: bool) -> DataLoader:
     from sklearn.datasets import load_digits
 
@@ -200,7 +185,8 @@ def test_a_classifier_whose_labels_were_shuffled_apart_from_its_inputs_is_not_le
     for apart in (True, False):
         torch.manual_seed(0)
         monitor = HealthMonitor(check_every_n_steps=50, on_finding=lambda f: None)
-        fast_trainer(max_steps=300, max_epochs=-1, callbacks=[monitor]).fit(DigitsMLP(), digits(apart))
+        model = Task(relu_mlp(64, 128, 128, 10), F.cross_entropy, lambda p: torch.optim.Adam(p, lr=1e-3))
+        fast_trainer(max_steps=300, max_epochs=-1, callbacks=[monitor]).fit(model, digits(apart))
         found.append(monitor.findings)
     finding = found[0][0]
     assert finding.problem == "not_learning" and found[1] == [], found
@@ -410,22 +396,11 @@ def test_an_rnn_whose_gradients_explode_between_checks_is_exploding_not_lr_too_l
     assert [f.problem for f in twin] == ["lr_too_low"], [f.headline for f in twin]
 
 
-def digits_loader() -> DataLoader:
-    from sklearn.datasets import load_digits
-
-    data = load_digits()
-    x = torch.tensor(data.data, dtype=torch.float32)
-    x = (x - x.mean(0)) / (x.std(0) + 1e-6)
-    return DataLoader(TensorDataset(x, torch.tensor(data.target)), batch_size=32, shuffle=True)
-
-
 def test_sgd_at_an_adam_sized_lr_sitting_at_chance_is_lr_too_low() -> None:
     # SGD at 2e-5 sits at ln 10 with steps above the SGD floor: lr_too_low; at a working LR: nothing
     def run(lr: float) -> list[Finding]:
         torch.manual_seed(0)
-        return findings_of(
-            Task(relu_mlp(64, 128, 128, 10), F.cross_entropy, sgd(lr)), digits_loader(), 150, 25
-        )
+        return findings_of(Task(relu_mlp(64, 128, 128, 10), F.cross_entropy, sgd(lr)), digits(False), 150, 25)
 
     found = run(2e-5)
     assert [f.problem for f in found] == ["lr_too_low"], [f.headline for f in found]

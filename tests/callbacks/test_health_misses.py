@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import lightning.pytorch as pl
@@ -14,9 +12,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
+from galleries.health.field._field_models import FieldModule
 from lightning_recipes.callbacks import input_pipeline_monitor
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.testing import fast_trainer
+from tests.helpers.speed import VirtualTime
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -24,26 +24,11 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 # ---------------------------------------------------------------------------------------------- overfitting
 
 
-class TabularMLP(pl.LightningModule):
-    """Two hidden ReLU layers of ``width`` on tabular rows, AdamW, cross-entropy."""
-
-    def __init__(self, d_in: int, width: int, lr: float) -> None:
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(d_in, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 2)
-        )
-        self.lr = lr
-
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        x, y = batch
-        return F.cross_entropy(self.net(x), y)
-
-    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        x, y = batch
-        self.log("val_loss", F.cross_entropy(self.net(x), y))
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.AdamW(self.parameters(), lr=self.lr)
+def _classify(net: nn.Module, lr: float, sgd: bool = False) -> FieldModule:
+    """Cross-entropy on ``net``; SGD with momentum or AdamW."""
+    return FieldModule(
+        net, lambda p: torch.optim.SGD(p, lr=lr, momentum=0.9) if sgd else torch.optim.AdamW(p, lr=lr)
+    )
 
 
 def _rows(n: int, seed: int, d: int = 20, noise: float = 0.2) -> TensorDataset:
@@ -61,7 +46,10 @@ def _tabular(width: int, lr: float, n: int) -> tuple[list[Finding], HealthMonito
     monitor = HealthMonitor(check_every_n_steps=10, on_finding=found.append)
     trainer = fast_trainer(max_epochs=12, max_steps=-1, callbacks=[monitor], num_sanity_val_steps=0)
     train = DataLoader(_rows(n, 1), batch_size=32, shuffle=True)
-    trainer.fit(TabularMLP(20, width, lr), train, DataLoader(_rows(n, 2), batch_size=8))
+    net = nn.Sequential(
+        nn.Linear(20, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 2)
+    )
+    trainer.fit(_classify(net, lr), train, DataLoader(_rows(n, 2), batch_size=8))
     return found, monitor
 
 
@@ -85,26 +73,12 @@ def test_a_small_mlp_on_four_hundred_rows_that_generalises_is_left_alone() -> No
 # ---------------------------------------------------------------------------------------------- data_stall
 
 
-class VirtualClock:
-    """A clock that only moves when :meth:`sleep` is called: the test decides every wait and step exactly."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def perf_counter(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        saved = input_pipeline_monitor.time
-        input_pipeline_monitor.time = self  # type: ignore[assignment]
-        try:
-            yield
-        finally:
-            input_pipeline_monitor.time = saved
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> VirtualTime:
+    """The monitors' timer on a clock only the sleeps here advance: the test decides every wait and step."""
+    virtual = VirtualTime()
+    monkeypatch.setattr(input_pipeline_monitor, "time", virtual)
+    return virtual
 
 
 STEP_S = 0.02
@@ -113,7 +87,7 @@ STEP_S = 0.02
 class TimedBatches(Dataset):
     """Whole batches (``batch_size=None``); loading batch ``i`` takes ``waits[i]`` seconds of the clock."""
 
-    def __init__(self, waits: list[float], clock: VirtualClock) -> None:
+    def __init__(self, waits: list[float], clock: VirtualTime) -> None:
         self.waits, self.clock = waits, clock
         g = torch.Generator().manual_seed(0)
         self.x = torch.randn(len(waits), 16, 8, generator=g)
@@ -130,7 +104,7 @@ class TimedBatches(Dataset):
 class TimedStep(pl.LightningModule):
     """A linear classifier whose step takes ``STEP_S`` seconds of the clock."""
 
-    def __init__(self, clock: VirtualClock) -> None:
+    def __init__(self, clock: VirtualTime) -> None:
         super().__init__()
         self.fc = nn.Linear(8, 2)
         self.clock = clock
@@ -149,46 +123,27 @@ def _waits_for(fractions: list[float], per_check: int = 10) -> list[float]:
     return [f / (1.0 - f) * STEP_S for f in fractions for _ in range(per_check)]
 
 
-def _stall_run(fractions: list[float]) -> list[Finding]:
-    clock = VirtualClock()
+def _stall_run(fractions: list[float], clock: VirtualTime) -> list[Finding]:
     found: list[Finding] = []
     monitor = HealthMonitor(check_every_n_steps=10, activation_samples=0, on_finding=found.append)
-    with clock.installed():
-        trainer = fast_trainer(max_steps=10 * len(fractions), max_epochs=1, callbacks=[monitor])
-        trainer.fit(TimedStep(clock), DataLoader(TimedBatches(_waits_for(fractions), clock), batch_size=None))
+    trainer = fast_trainer(max_steps=10 * len(fractions), max_epochs=1, callbacks=[monitor])
+    trainer.fit(TimedStep(clock), DataLoader(TimedBatches(_waits_for(fractions), clock), batch_size=None))
     return [f for f in found if f.problem == "data_stall"]
 
 
-def test_a_busy_machines_borderline_wait_is_not_a_data_stall() -> None:
+def test_a_busy_machines_borderline_wait_is_not_a_data_stall(clock: VirtualTime) -> None:
     # a large-batch run on a busy machine: 40-48% waiting, twice 53% in a row (the old rule's alarm)
-    found = _stall_run([0.45, 0.40, 0.53, 0.53, 0.48, 0.42])
+    found = _stall_run([0.45, 0.40, 0.53, 0.53, 0.48, 0.42], clock)
     assert found == [], [(f.step, f.evidence) for f in found]
 
 
-def test_a_loader_that_cannot_keep_up_is_a_data_stall() -> None:
-    found = _stall_run([0.75] * 6)
+def test_a_loader_that_cannot_keep_up_is_a_data_stall(clock: VirtualTime) -> None:
+    found = _stall_run([0.75] * 6, clock)
     assert [f.step for f in found] == [20]  # at the second check: 0.75 +- 0.1 over 19 batches
     assert found[0].evidence["mean_wait_fraction"] == pytest.approx(0.75, abs=0.03)
 
 
 # ---------------------------------------------------------------------------------- saturated_activations
-
-
-class Classify(pl.LightningModule):
-    """Cross-entropy on ``net``; SGD with momentum or AdamW."""
-
-    def __init__(self, net: nn.Module, lr: float, sgd: bool = False) -> None:
-        super().__init__()
-        self.net, self.lr, self.sgd = net, lr, sgd
-
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        x, y = batch
-        return F.cross_entropy(self.net(x), y)
-
-    def configure_optimizers(self) -> Any:
-        if self.sgd:
-            return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
-        return torch.optim.AdamW(self.parameters(), lr=self.lr)
 
 
 class Highway(nn.Module):
@@ -229,17 +184,20 @@ def _teacher_rows(n: int = 2048) -> TensorDataset:
     return TensorDataset(x, (torch.tanh(x @ w) + 0.1 * x[:, :4]).argmax(1))
 
 
-def _fit(model: pl.LightningModule, steps: int = 60) -> tuple[list[Finding], HealthMonitor]:
+def _fit(
+    model: pl.LightningModule, steps: int = 60, loader: Any = None
+) -> tuple[list[Finding], HealthMonitor]:
+    """``steps`` on ``loader`` (shuffled teacher rows by default) under a monitor checking every 20 steps."""
     found: list[Finding] = []
     monitor = HealthMonitor(check_every_n_steps=20, on_finding=found.append)
     trainer = fast_trainer(max_steps=steps, max_epochs=-1, callbacks=[monitor], limit_val_batches=0)
-    trainer.fit(model, DataLoader(_teacher_rows(), batch_size=64, shuffle=True))
+    trainer.fit(model, loader or DataLoader(_teacher_rows(), batch_size=64, shuffle=True))
     return found, monitor
 
 
 def test_a_highway_net_whose_gates_start_closed_has_saturated_gates() -> None:
     torch.manual_seed(0)
-    found, _ = _fit(Classify(Highway(gate_bias=-10.0), 1e-3))
+    found, _ = _fit(_classify(Highway(gate_bias=-10.0), 1e-3))
     assert [f.problem for f in found] == ["saturated_activations"], [(f.problem, f.evidence) for f in found]
     evidence = found[0].evidence
     assert set(evidence["saturated_fraction"]) == {f"net.gates.{i}:sigmoid" for i in range(4)}
@@ -249,14 +207,14 @@ def test_a_highway_net_whose_gates_start_closed_has_saturated_gates() -> None:
 
 def test_a_highway_net_with_the_usual_gate_bias_is_left_alone() -> None:
     torch.manual_seed(0)
-    found, monitor = _fit(Classify(Highway(gate_bias=-1.0), 1e-3))
+    found, monitor = _fit(_classify(Highway(gate_bias=-1.0), 1e-3))
     assert found == [], [(f.problem, f.evidence) for f in found]
     assert monitor._history.losses[-1] < 0.9 * monitor._history.losses[0]  # it learns
 
 
 def test_a_sigmoid_mlp_initialised_too_large_is_saturated_even_while_its_loss_falls() -> None:
     torch.manual_seed(0)
-    found, monitor = _fit(Classify(sigmoid_mlp(init_std=3.0), 0.1, sgd=True))
+    found, monitor = _fit(_classify(sigmoid_mlp(init_std=3.0), 0.1, sgd=True))
     assert monitor._history.losses[-1] < 0.8 * monitor._history.losses[0]  # the head still learns
     assert [f.problem for f in found] == ["saturated_activations"], [(f.problem, f.evidence) for f in found]
     assert set(found[0].evidence["saturated_fraction"]) == {"net.1", "net.3"}
@@ -264,7 +222,7 @@ def test_a_sigmoid_mlp_initialised_too_large_is_saturated_even_while_its_loss_fa
 
 def test_a_sigmoid_mlp_with_the_default_init_is_left_alone() -> None:
     torch.manual_seed(0)
-    found, _ = _fit(Classify(sigmoid_mlp(init_std=None), 0.1, sgd=True))
+    found, _ = _fit(_classify(sigmoid_mlp(init_std=None), 0.1, sgd=True))
     assert found == [], [(f.problem, f.evidence) for f in found]
 
 
@@ -281,20 +239,11 @@ def _sentinel_rows(sentinel: bool) -> tuple[TensorDataset, list[int]]:
     return TensorDataset(x, y), rows
 
 
-class ReluMLP(Classify):
-    def __init__(self) -> None:
-        net = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))
-        super().__init__(net, 1e-3)
-
-
 def _outlier_run(sentinel: bool) -> tuple[list[Finding], list[int]]:
     data, rows = _sentinel_rows(sentinel)
     torch.manual_seed(0)
-    found: list[Finding] = []
-    monitor = HealthMonitor(check_every_n_steps=20, on_finding=found.append)
-    trainer = fast_trainer(max_steps=40, max_epochs=-1, callbacks=[monitor], limit_val_batches=0)
-    trainer.fit(ReluMLP(), DataLoader(data, batch_size=64))
-    return found, rows
+    net = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))
+    return _fit(_classify(net, 1e-3), steps=40, loader=DataLoader(data, batch_size=64))[0], rows
 
 
 def test_a_few_rows_with_a_sentinel_are_named_as_outlier_batches_with_their_rows() -> None:

@@ -12,15 +12,23 @@ from typing import Any
 import lightning.pytorch as pl
 import pytest
 import torch
-from lightning.pytorch.callbacks import Callback
 from torch import Tensor
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.data import DataLoader
 
 from lightning_recipes.callbacks._health_rules import decide
 from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, CheckData, History
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
-from lightning_recipes.testing import HostSyncCounter, InMemoryLogger, fast_trainer
+from lightning_recipes.testing import InMemoryLogger, fast_trainer
+from tests.callbacks._shared import (
+    STEP_HOOKS,
+    CountedForward,
+    DumpPerRank,
+    OpCounter,
+    SyncCounting,
+    callback_of,
+    counted,
+    per_rank,
+)
 from tests.helpers.health_gallery import MLP
 from tests.helpers.health_gallery import classification as _classification
 from tests.helpers.health_gallery import loader as _loader
@@ -101,49 +109,6 @@ def test_lr_rules_use_the_update_ratio_with_the_loss() -> None:
 # ------------------------------------------------------------------------------------------------ syncs
 
 
-class SyncCounting(HealthMonitor):
-    """Counts host syncs in every hook, per optimizer step (the forward hooks are counted by the model)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.syncs: list[int] = []
-
-    def on_train_batch_start(self, *args: Any) -> None:
-        with HostSyncCounter() as counter:
-            super().on_train_batch_start(*args)
-        self.syncs.append(counter.count)
-
-    def on_before_backward(self, *args: Any) -> None:
-        with HostSyncCounter() as counter:
-            super().on_before_backward(*args)
-        self.syncs[-1] += counter.count
-
-    def on_before_optimizer_step(self, *args: Any) -> None:
-        with HostSyncCounter() as counter:
-            super().on_before_optimizer_step(*args)
-        self.syncs[-1] += counter.count
-
-    def on_train_batch_end(self, *args: Any) -> None:
-        with HostSyncCounter() as counter:
-            super().on_train_batch_end(*args)
-        self.syncs[-1] += counter.count
-
-
-class CountedForward(MLP):
-    """The forward pass (with the monitor's hooks on sampled steps) under a sync counter."""
-
-    def __init__(self) -> None:
-        super().__init__(act="tanh", widths=(16, 32, 4))
-        self.net.append(torch.nn.ReLU())  # a ReLU hook too
-        self.forward_syncs: list[int] = []
-
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        with HostSyncCounter() as counter:
-            loss = super().training_step(batch, batch_idx)
-        self.forward_syncs.append(counter.count)
-        return loss
-
-
 def test_zero_host_syncs_between_checks_and_one_per_check() -> None:
     monitor = SyncCounting(check_every_n_steps=5, activation_samples=2)
     model = CountedForward()
@@ -155,43 +120,8 @@ def test_zero_host_syncs_between_checks_and_one_per_check() -> None:
     assert monitor.checks == 2
 
 
-class OpCounter(TorchDispatchMode):
-    """The device ops dispatched while active, by name (a work count: no clock)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: list[str] = []
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
-class OpCounting(HealthMonitor):
-    """The device ops of the four training-step hooks, per step (global step at the batch's start)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.ops: dict[int, list[str]] = {}
-        self._at = 0
-
-    def _counted(self, name: str, *args: Any) -> None:
-        with OpCounter() as counter:
-            getattr(super(), name)(*args)
-        self.ops.setdefault(self._at, []).extend(counter.ops)
-
-    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
-        self._at = trainer.global_step
-        self._counted("on_train_batch_start", trainer, *args)
-
-    def on_before_backward(self, *args: Any) -> None:
-        self._counted("on_before_backward", *args)
-
-    def on_before_optimizer_step(self, *args: Any) -> None:
-        self._counted("on_before_optimizer_step", *args)
-
-    def on_train_batch_end(self, *args: Any) -> None:
-        self._counted("on_train_batch_end", *args)
+#: the device ops of the four training-step hooks, per step (one entry per batch: no accumulation here)
+OpCounting = counted(HealthMonitor, STEP_HOOKS, "ops", OpCounter)
 
 
 class CountedModel(MLP):
@@ -218,7 +148,7 @@ def test_per_step_work_between_checks_is_one_op_whatever_the_parameter_count() -
         fast_trainer(max_steps=30, max_epochs=-1, callbacks=[monitor], limit_val_batches=0).fit(
             model, _loader(_classification())
         )
-        between = [ops for step, ops in monitor.ops.items() if step >= 10 and step % 10 < 8]
+        between = [ops for step, ops in enumerate(monitor.ops) if step >= 10 and step % 10 < 8]
         assert len(between) == 16
         for ops in between:
             assert ops == ["aten._foreach_norm.Scalar"], ops
@@ -319,30 +249,21 @@ class NonfiniteOnRankOne(MLP):
         return super().forward(x)
 
 
-class DumpFindings(Callback):
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        monitor = next(c for c in trainer.callbacks if isinstance(c, HealthMonitor))  # type: ignore[attr-defined]
-        findings = [asdict(f) for f in monitor.findings]
-        torch.save(findings, Path(self.directory) / f"rank{trainer.global_rank}.pt")
-
-
 def test_ddp_problem_on_one_rank_is_reported_by_every_rank(tmp_path: Path) -> None:
     """Forked ranks with a pickled monitor and model, as ddp_spawn's (no fresh interpreters)."""
     monitor = pickle.loads(pickle.dumps(HealthMonitor(check_every_n_steps=10, activation_samples=2)))
+    dump = DumpPerRank(tmp_path, lambda t, _: [asdict(f) for f in callback_of(t, HealthMonitor).findings])
     trainer = fast_trainer(
         max_steps=10,
         max_epochs=-1,
         strategy="ddp_fork",
         devices=2,
         limit_val_batches=0,
-        callbacks=[monitor, DumpFindings(str(tmp_path))],
+        callbacks=[monitor, dump],
     )
     model = pickle.loads(pickle.dumps(NonfiniteOnRankOne()))
     trainer.fit(model, DataLoader(_classification(), batch_size=32))
-    findings = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    findings = per_rank(tmp_path)
     assert findings[0] == findings[1]
     assert [(f["problem"], f["step"], f["evidence"]["first_module"]) for f in findings[0]] == [
         ("nonfinite_activations", 10, "net.0")

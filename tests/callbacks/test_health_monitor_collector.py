@@ -32,8 +32,8 @@ from lightning_recipes.callbacks._health_window import CheckData
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.norms import group_powers
 from lightning_recipes.optim import Lamb, Lion
-from lightning_recipes.testing import HostSyncCounter, fast_trainer
-from tests.callbacks.test_health_monitor import CountedForward, OpCounter, SyncCounting
+from lightning_recipes.testing import fast_trainer
+from tests.callbacks._shared import CountedForward, OpCounter, SyncCounting, counted, per_rank
 from tests.helpers.health_gallery import MLP, StallClock, classification, loader
 
 
@@ -525,20 +525,7 @@ def test_step_records_keep_batches_for_one_scan_at_the_check_and_fall_back_where
 # ------------------------------------------------------------------------------------------------ syncs
 
 
-class ValidationSyncCounting(SyncCounting):
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.validation_syncs = 0
-
-    def on_validation_batch_end(self, *args: Any, **kwargs: Any) -> None:
-        with HostSyncCounter() as counter:
-            super().on_validation_batch_end(*args, **kwargs)
-        self.validation_syncs += counter.count
-
-    def on_validation_end(self, *args: Any) -> None:
-        with HostSyncCounter() as counter:
-            super().on_validation_end(*args)
-        self.validation_syncs += counter.count
+ValidationSyncCounting = counted(SyncCounting, ("on_validation_batch_end", "on_validation_end"), "val_syncs")
 
 
 def test_new_fields_add_no_sync_between_checks(windows: Windows) -> None:
@@ -549,7 +536,7 @@ def test_new_fields_add_no_sync_between_checks(windows: Windows) -> None:
     ).fit(model, loader(classification()), loader(classification(n=64)))
     assert model.forward_syncs == [0] * 10
     assert monitor.syncs == [0, 0, 0, 0, 1, 0, 0, 0, 0, 1]
-    assert monitor.validation_syncs == 0
+    assert monitor.val_syncs and sum(monitor.val_syncs) == 0
     data = windows.checks[1]
     assert data.dead_rows and data.group_lr and data.loss_count == 5 and data.validations
 
@@ -590,7 +577,7 @@ def test_ddp_new_fields_are_identical_on_every_rank(tmp_path: Path) -> None:
     data = DataLoader(classification(), batch_size=16)
     model = pickle.loads(pickle.dumps(FunctionalRelu()))
     trainer.fit(model, data, DataLoader(classification(n=64, seed=2), batch_size=16))
-    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    ranks = per_rank(tmp_path)
     assert repr(ranks[0]) == repr(ranks[1])  # NaN-safe equality
     first = ranks[0][0]
     assert first["loss_count"] == 16  # 8 steps x 2 ranks

@@ -25,6 +25,7 @@ from lightning_recipes.callbacks._health_window import Finding
 from lightning_recipes.callbacks._snapshot import same_state
 from lightning_recipes.testing.logger import InMemoryLogger
 from lightning_recipes.testing.trainers import fast_trainer
+from tests.callbacks._shared import DumpPerRank, ResumableLoader, callback_of, per_rank
 from tests.callbacks.health_repair_runs import (
     ZERO_WEIGHT_BATCH,
     case,
@@ -32,7 +33,7 @@ from tests.callbacks.health_repair_runs import (
     run,
     run_zoo_case,
 )
-from tests.callbacks.test_resume_bitwise import ResumableLoader
+from tests.helpers.weights import weights
 
 # ---------------------------------------------------------------------------------------------- arguments
 
@@ -306,65 +307,27 @@ def test_state_dict_round_trip() -> None:
     assert "repair" not in HealthMonitor().state_dict()  # without repair: the state of before, unchanged
 
 
-@pytest.mark.parametrize(
-    "seed", [s if s in (2, 13, 14) else pytest.param(s, marks=pytest.mark.slow) for s in range(20)]
-)
-def test_healthy_bert_finetuning_gets_no_repair(seed: int) -> None:
-    """The tiny BERT fine-tune's healthy seeds: no repair and no finding."""
-    pytest.importorskip("transformers")
-    from tests.helpers.finetune_models import TinyBertFinetune, text_classification
-    from tests.helpers.finetune_models import loader as text_loader
-
-    torch.manual_seed(seed)
-    monitor = HealthMonitor(check_every_n_steps=10, on_finding="raise", repair=True)
-    trainer = fast_trainer(max_steps=60, max_epochs=-1, callbacks=[monitor])
-    trainer.fit(TinyBertFinetune(lr=3e-4, dropout=0.0), text_loader(text_classification(seed=seed), 32, seed))
-    assert monitor.findings == [] and monitor.repairs == [] and trainer.global_step == 60
-
-
 # ---------------------------------------------------------------------------------------------- DDP
-
-
-class DumpRepairs(Callback):
-    """Writes each rank's repairs and final weights to ``directory/rank{r}.pt``."""
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        monitor = next(cb for cb in trainer.callbacks if isinstance(cb, HealthMonitor))  # type: ignore[attr-defined]
-        torch.save(
-            {
-                "repairs": [vars(e) for e in monitor.repairs],
-                "findings": [(f.problem, f.cause, f.step) for f in monitor.findings],
-                "weights": {k: v.detach().cpu().clone() for k, v in pl_module.state_dict().items()},
-                "global_step": trainer.global_step,
-            },
-            Path(self.directory, f"rank{trainer.global_rank}.pt"),
-        )
 
 
 def test_ddp_every_rank_takes_the_same_repair_at_the_same_step(tmp_path: Path) -> None:
     """The non-finite batch is on rank 1 only; the all-reduced gradient poisons both ranks' weights."""
-    run(
-        case("nonfinite_update_rank1"),
-        True,
-        callbacks=[DumpRepairs(str(tmp_path))],
-        strategy="ddp_fork",
-        devices=2,
-        accelerator="cpu",
-        use_distributed_sampler=False,
-    )
-    results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
-    for result in results:
-        assert result["findings"] == [("nonfinite_activations", "nonfinite_weights", 120)]
-        assert [(e["action"], e["after"]["step"]) for e in result["repairs"]] == [
-            ("rollback_skip_batch", 100)
-        ]
-        assert result["global_step"] == 160
-        assert all(torch.isfinite(v).all() for v in result["weights"].values())
-    assert results[0]["repairs"] == results[1]["repairs"]
-    assert same_state(results[0]["weights"], results[1]["weights"])
+
+    def dump(trainer: pl.Trainer, pl_module: pl.LightningModule) -> tuple[Any, ...]:
+        monitor = callback_of(trainer, HealthMonitor)
+        findings = [(f.problem, f.cause, f.step) for f in monitor.findings]
+        return findings, monitor.repairs, weights(pl_module), trainer.global_step
+
+    settings = {"strategy": "ddp_fork", "devices": 2, "accelerator": "cpu", "use_distributed_sampler": False}
+    run(case("nonfinite_update_rank1"), True, callbacks=[DumpPerRank(tmp_path, dump)], **settings)
+    results = per_rank(tmp_path)
+    for findings, repairs, final, step in results:
+        assert findings == [("nonfinite_activations", "nonfinite_weights", 120)]
+        assert [(e.action, e.after["step"]) for e in repairs] == [("rollback_skip_batch", 100)]
+        assert step == 160
+        assert all(torch.isfinite(v).all() for v in final.values())
+    assert results[0][1] == results[1][1]
+    assert same_state(results[0][2], results[1][2])
 
 
 # ---------------------------------------------------------------------------------------------- resume

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,7 @@ def _check(
     validations: list[tuple[int, float, float, float, int]] | None = None,
     planned: float = math.inf,
     count: int = 20,
+    **fields: Any,
 ) -> CheckData:
     data = CheckData(
         step=step, epoch=0, loss_mean=loss, loss_count=count, loss_std=std, planned_steps=planned
@@ -41,6 +43,8 @@ def _check(
         data.group_lr = dict.fromkeys(ratios, lr)
         data.group_family = dict.fromkeys(ratios, family)
     data.validations = validations or []
+    for name, value in fields.items():
+        setattr(data, name, value)
     return data
 
 
@@ -52,6 +56,18 @@ def _run(checks: list[CheckData]) -> list[tuple[int, str]]:
         found += [(data.step, p) for p in decisions if p not in active]
         active = set(decisions)
     return found
+
+
+def _problems(checks: list[CheckData]) -> set[str]:
+    return {p for _, p in _run(checks)}
+
+
+def _decided(checks: list[CheckData]) -> dict[str, Decision]:
+    """The last check's decisions, every check decided in order."""
+    history, decisions = History(), {}
+    for data in checks:
+        decisions = decide(data, history, dict(T))
+    return decisions
 
 
 # ---------------------------------------------------------------------------------------------- overfitting
@@ -152,20 +168,13 @@ def test_an_lr_annealed_to_zero_at_the_end_of_a_planned_run_is_not_too_low() -> 
 
 
 def test_units_killed_while_updates_are_huge_are_named_as_the_lr() -> None:
-    first = _check(20, 1.3, 0.3, lr=0.5)
-    first.dead_rows = {"fc1": 0.8}
-    second = _check(40, 1.3, 0.3, lr=0.5)
-    second.dead_rows = {"fc1": 0.8}
-    found = _run([first, second])
-    assert found == [(40, "lr_too_high")]
+    checks = [_check(step, 1.3, 0.3, lr=0.5, dead_rows={"fc1": 0.8}) for step in (20, 40)]
+    assert _run(checks) == [(40, "lr_too_high")]
 
 
 def test_units_dead_from_the_start_with_normal_updates_are_dead_units() -> None:
-    checks = []
-    for i in range(3):
-        data = _check(20 * (i + 1), 1.3 * 0.95**i, 2e-3, family="sgd", slope=-0.002)
-        data.dead_rows = {"fc1": 0.8}
-        checks.append(data)
+    dead = {"dead_rows": {"fc1": 0.8}}
+    checks = [_check(20 * (i + 1), 1.3 * 0.95**i, 2e-3, family="sgd", slope=-0.002, **dead) for i in range(3)]
     assert _run(checks) == [(40, "dead_units")]
 
 
@@ -174,18 +183,11 @@ def test_units_dead_from_the_start_with_normal_updates_are_dead_units() -> None:
 
 def test_a_flat_noisy_loss_is_a_plateau_and_the_advice_fits_the_optimizer() -> None:
     rng = random.Random(1)
-    checks = [_check(50 * (i + 1), 1.386 + rng.gauss(0, 0.01), 2e-3, std=0.1) for i in range(7)]
-    history = History()
-    decisions: dict = {}
-    for data in checks:
-        decisions = decide(data, history, dict(T))
+    decisions = _decided([_check(50 * (i + 1), 1.386 + rng.gauss(0, 0.01), 2e-3, std=0.1) for i in range(7)])
     assert "loss_plateau" in decisions
     assert "AdamW" not in decisions["loss_plateau"][1]  # the run is already on an adaptive optimizer
     sgd = [_check(50 * (i + 1), 1.386 + rng.gauss(0, 0.01), 2e-3, std=0.1, family="sgd") for i in range(7)]
-    history = History()
-    for data in sgd:
-        decisions = decide(data, history, dict(T))
-    assert "AdamW" in decisions["loss_plateau"][1]
+    assert "AdamW" in _decided(sgd)["loss_plateau"][1]
 
 
 def test_a_noisy_but_falling_loss_is_not_a_plateau() -> None:
@@ -213,10 +215,7 @@ def test_an_lr_cut_1000x_is_named_at_once_even_while_momentum_keeps_the_ratio_up
     cut = [_check(100 + 20 * i, 1.3 + 0.005 * (-1) ** i, 1e-4, family="sgd", lr=1e-7) for i in range(3)]
     found = _run(healthy + cut)
     assert found == [(100, "lr_too_low")]  # and it stays the one finding while the LR stays cut
-    history = History()
-    for data in healthy + cut[:1]:
-        decisions = decide(data, history, dict(T))
-    assert "1e+06x below its peak of 0.1" in decisions["lr_too_low"][1]
+    assert "1e+06x below its peak of 0.1" in _decided(healthy + cut[:1])["lr_too_low"][1]
 
 
 def test_a_step_decay_of_ten_is_not_a_collapse() -> None:
@@ -242,14 +241,17 @@ def test_a_problem_that_flickers_for_one_check_is_one_finding() -> None:
 # ------------------------------------------------------------- an adaptive LR far too high, its loss falling
 
 
+def _grown(start: float, growth: float, i: int, checks: int = 6) -> dict[str, float]:
+    """The weights' norms at check ``i``, grown linearly to ``growth``x over ``checks`` checks."""
+    return {"param_norm_start": start, "param_norm": start * (1 + (growth - 1) * (i + 1) / checks)}
+
+
 def _adaptive_run(ratio: float, growth: float) -> list[tuple[int, str]]:
     """AdamW steps of ``ratio`` at 6 checks, the loss falling steadily, the weights growing to ``growth``x."""
-    checks = []
-    for i in range(6):
-        data = _check(16 * (i + 1), 1.2 - 0.1 * i, ratio, std=0.05, slope=-0.006, lr=5e-2)
-        data.param_norm_start, data.param_norm = 20.0, 20.0 * (1 + (growth - 1) * (i + 1) / 6)
-        checks.append(data)
-    return _run(checks)
+    fit = {"std": 0.05, "slope": -0.006, "lr": 5e-2}
+    return _run(
+        [_check(16 * (i + 1), 1.2 - 0.1 * i, ratio, **fit, **_grown(20.0, growth, i)) for i in range(6)]
+    )
 
 
 def test_an_adaptive_ratio_above_1e2_for_5_checks_with_the_weights_doubled_is_lr_too_high() -> None:
@@ -263,12 +265,14 @@ def test_an_adaptive_ratio_above_1e2_for_5_checks_with_the_weights_doubled_is_lr
 def test_large_steps_on_a_flat_loss_are_the_lr_only_when_they_moved_the_weights() -> None:
     # zoo 2's noisy XOR pair: ratios ~4e-2 on a flat loss; grown 3x: the LR; at 1.5x: a saddle
     def run(growth: float) -> set[str]:
-        rng, checks = random.Random(1), []
-        for i in range(6):
-            data = _check(20 * (i + 1), 0.693 + rng.gauss(0, 0.002), 0.04, std=0.03, lr=1e-2)
-            data.param_norm_start, data.param_norm = 10.0, 10.0 * (1 + (growth - 1) * (i + 1) / 6)
-            checks.append(data)
-        return {p for _, p in _run(checks)}
+        rng = random.Random(1)
+        losses = [0.693 + rng.gauss(0, 0.002) for _ in range(6)]
+        return _problems(
+            [
+                _check(20 * (i + 1), x, 0.04, std=0.03, lr=1e-2, **_grown(10.0, growth, i))
+                for i, x in enumerate(losses)
+            ]
+        )
 
     assert "lr_too_high" in run(3.0)
     assert "lr_too_high" not in run(1.5)
@@ -277,12 +281,8 @@ def test_large_steps_on_a_flat_loss_are_the_lr_only_when_they_moved_the_weights(
 def test_a_tiny_sgd_ratio_is_the_lr_only_while_the_weights_kept_their_scale() -> None:
     # 1e-12 on a flat loss: the LR collapsed; the same after the weights grew 1e6x: not lr_too_low
     def run(growth: float) -> set[str]:
-        checks = []
-        for i in range(4):
-            data = _check(20 * (i + 1), 0.17, 1e-12, family="sgd", lr=0.01)
-            data.param_norm_start, data.param_norm = 5.0, 5.0 * growth
-            checks.append(data)
-        return {p for _, p in _run(checks)}
+        norms = {"param_norm_start": 5.0, "param_norm": 5.0 * growth, "family": "sgd", "lr": 0.01}
+        return _problems([_check(20 * (i + 1), 0.17, 1e-12, **norms) for i in range(4)])
 
     assert "lr_too_low" in run(1.0) and "lr_too_low" not in run(1e6)
 
@@ -334,10 +334,7 @@ def test_saturation_after_lr_too_high_is_its_symptom_not_a_finding() -> None:
     for data in checks[4:]:
         data.saturated, data.saturation_gain = {"act": 0.9}, {"act": 0.05}
     assert _run(checks) == [(60, "lr_too_high")]
-    history = History()
-    for data in checks:
-        decisions = decide(data, history, dict(T))
-    assert decisions["lr_too_high"][0]["saturated_fraction"] == {"act": 0.9}  # its evidence
+    assert _decided(checks)["lr_too_high"][0]["saturated_fraction"] == {"act": 0.9}  # its evidence
 
 
 def _records(outlier: bool) -> list[tuple[int, float, int, int, int, float]]:
@@ -349,12 +346,13 @@ def _records(outlier: bool) -> list[tuple[int, float, int, int, int, float]]:
 
 def test_a_loss_held_up_by_outlier_batches_is_no_plateau() -> None:
     """Zoo 2's wrong-unit targets: one batch an epoch 1000x too large holds the loss up."""
-    checks = []
-    for i in range(14):
-        data = _check(20 * (i + 1), 300.0 - 0.05 * i if i % 2 else 5.5 - 0.02 * i, 3e-3, std=2.0)
-        data.step_records = _records(bool(i % 2))
-        checks.append(data)
-    found = _run(checks)
+    losses = [300.0 - 0.05 * i if i % 2 else 5.5 - 0.02 * i for i in range(14)]
+    found = _run(
+        [
+            _check(20 * (i + 1), x, 3e-3, std=2.0, step_records=_records(bool(i % 2)))
+            for i, x in enumerate(losses)
+        ]
+    )
     assert [p for _, p in found] == ["outlier_batches"], found
 
 
@@ -411,9 +409,7 @@ def test_an_explosion_after_the_lr_rose_above_the_one_it_trained_at_is_lr_too_hi
     """Zoo 3's LR x20 at step 100 then inf/nan: the LR; at the healthy LR: an explosion."""
     healthy = [_check(20 * (i + 1), 1.0 - 0.1 * i, 2e-3, lr=0.01, family="sgd") for i in range(5)]
     assert _run([*healthy, _blown_up(_check(120, math.nan, None), 0.2)]) == [(120, "lr_too_high")]
-    history = History()
-    for data in [*healthy, _blown_up(_check(120, math.nan, None), 0.2)]:
-        decisions = decide(data, history, dict(T))
+    decisions = _decided([*healthy, _blown_up(_check(120, math.nan, None), 0.2)])
     assert decisions["lr_too_high"][0]["lr_vs_healthy"] == pytest.approx(20.0)
     healthy = [_check(20 * (i + 1), 1.0 - 0.1 * i, 2e-3, lr=0.01, family="sgd") for i in range(5)]
     found = _run([*healthy, _blown_up(_check(120, math.nan, None), 0.01)])
@@ -463,10 +459,8 @@ def _flat_run(
     """Checks every 20 steps at the given means; returns the new problems and not_learning's evidence."""
     history, active, found, evidence = History(), set(), [], {}
     for i, loss in enumerate(losses):
-        data = _check(20 * (i + 1), loss, 3e-3, std=0.05, count=20)
+        data = _check(20 * (i + 1), loss, 3e-3, std=0.05, count=20, **fields)
         data.loss_head = start if i == 0 else math.nan
-        for name, value in fields.items():
-            setattr(data, name, value)
         decisions = decide(data, history, dict(T))
         found += [(data.step, p) for p in decisions if p not in active]
         active = set(decisions)
@@ -542,13 +536,15 @@ def test_a_rise_at_the_steps_the_run_trained_at_is_the_lr_only_when_it_persists(
 
 def _adam_growing(ratios: dict[str, float], growth: list[float], sparse: set[str]) -> set[str]:
     """Adam at 1e-2, the loss falling 82 -> 52 over 6 checks, the weights' norm at ``growth``."""
-    checks = []
-    for i, g in enumerate(growth):
-        data = _check(20 * (i + 1), 82.0 - 6.0 * i, ratios, std=8.0, lr=1e-2)
-        data.group_numel = {name: 10_000 if name in sparse else 1 for name in ratios}
-        data.sparse_groups, data.param_norm_start, data.param_norm = set(sparse), 10.0, 10.0 * g
-        checks.append(data)
-    return {p for _, p in _run(checks)}
+    numel = {name: 10_000 if name in sparse else 1 for name in ratios}
+    fields = {"group_numel": numel, "sparse_groups": set(sparse), "param_norm_start": 10.0}
+    fields |= {"std": 8.0, "lr": 1e-2}
+    return _problems(
+        [
+            _check(20 * (i + 1), 82.0 - 6.0 * i, ratios, param_norm=10.0 * g, **fields)
+            for i, g in enumerate(growth)
+        ]
+    )
 
 
 def test_sustained_adam_steps_on_embedding_tables_alone_are_not_the_lr() -> None:
@@ -567,12 +563,12 @@ def test_sustained_adam_steps_that_all_point_outward_are_a_scale_being_fitted_no
     thrown = [1.3, 1.6, 1.8, 2.0, 2.2, 2.4]
 
     def run(growth: list[float]) -> set[str]:
-        checks = []
-        for i, (r, g) in enumerate(zip(ratios, growth)):
-            data = _check(20 * (i + 1), 1.37 - 0.02 * i, {"head": r}, std=0.03, lr=0.03)
-            data.param_norm_start, data.param_norm = 1.0, g
-            checks.append(data)
-        return {p for _, p in _run(checks)}
+        fit = {"std": 0.03, "lr": 0.03, "param_norm_start": 1.0}
+        checks = [
+            _check(20 * (i + 1), 1.37 - 0.02 * i, {"head": r}, param_norm=g, **fit)
+            for i, (r, g) in enumerate(zip(ratios, growth))
+        ]
+        return _problems(checks)
 
     assert "lr_too_high" not in run(outward)
     assert "lr_too_high" in run(thrown)
@@ -602,16 +598,13 @@ def test_a_small_fall_of_a_hand_written_loss_with_no_known_trivial_level_is_no_f
 
 def _dying(dead_now: float, dead_step0: float, input_free: bool) -> set[str]:
     """Zoo 4's deep sets: the head's ReLU layer ``dead_step0`` dead at first, ``dead_now`` at each check."""
-    checks = []
-    for i in range(4):
-        data = _check(20 * (i + 1), 1.1, 2e-3, std=0.1)
-        data.loss_head = 1.1 if i == 0 else math.nan
-        data.dead = {"rho.1": dead_now, "phi.1": 0.25}
-        data.dead_start = {"rho.1": dead_step0, "phi.1": 0.1} if i == 0 else {}
-        gap = 0.001 if input_free else 0.3
-        data.input_free_gap, data.input_free_gap_se, data.input_free_loss = gap, 0.01, 0.9
-        checks.append(data)
-    return {p for _, p in _run(checks)}
+    gap = 0.001 if input_free else 0.3
+    fields = {"dead": {"rho.1": dead_now, "phi.1": 0.25}, "input_free_gap": gap, "input_free_gap_se": 0.01}
+    fields |= {"input_free_loss": 0.9, "std": 0.1}
+    first = _check(20, 1.1, 2e-3, loss_head=1.1, dead_start={"rho.1": dead_step0, "phi.1": 0.1}, **fields)
+    return _problems(
+        [first] + [_check(20 * (i + 1), 1.1, 2e-3, loss_head=math.nan, **fields) for i in (1, 2, 3)]
+    )
 
 
 def test_units_that_died_in_a_model_ignoring_its_inputs_are_its_symptom_not_dead_units() -> None:
@@ -623,15 +616,15 @@ def test_units_that_died_in_a_model_ignoring_its_inputs_are_its_symptom_not_dead
 
 def _deep(dead_from: int) -> dict[str, Decision]:
     """Zoo 4's 9-layer ReLU MLP at 0.1 of He's, dead from ``dead_from``: the second check's decisions."""
-    history, decisions = History(), {}
     names = [f"net.{2 * k}" for k in range(9)]
-    for step in (20, 40):
-        data = _check(step, 0.17, {n: 3e-2 * 10.0 ** (k - 8) for k, n in enumerate(names)}, family="sgd")
-        data.loss_head = 0.4 if step == 20 else math.nan
-        data.dead_rows = {n: (0.59 if k >= dead_from else 0.0) for k, n in enumerate(names[:-1])}
-        data.dead_start = dict.fromkeys(data.dead_rows, 0.0) if step == 20 else {}
-        decisions = decide(data, history, dict(T))
-    return decisions
+    dead = {n: (0.59 if k >= dead_from else 0.0) for k, n in enumerate(names[:-1])}
+    ratios = {n: 3e-2 * 10.0 ** (k - 8) for k, n in enumerate(names)}
+    first = _check(
+        20, 0.17, ratios, family="sgd", loss_head=0.4, dead_rows=dead, dead_start=dict.fromkeys(dead, 0.0)
+    )
+    return _decided(
+        [first, _check(40, 0.17, ratios, family="sgd", loss_head=math.nan, dead_rows=dead, dead_start={})]
+    )
 
 
 def test_steps_vanishing_among_living_layers_are_vanishing_gradients_their_later_dead_units_its_symptom() -> (
@@ -706,20 +699,14 @@ def test_a_group_at_lr_0_with_gradients_is_named_once_it_persists_a_run_annealed
     """Zoo 5's VAE encoder at LR 0 for 2 checks; pairs: one check, every group at 0."""
 
     def checks(n: int, decoder_lr: float) -> list[CheckData]:
-        out = []
-        for i in range(n):
-            data = _check(20 * (i + 1), 40.0 - 2 * i, {"enc": 0.0, "dec": 3e-3 if decoder_lr else 0.0})
-            data.group_grad_rms = {"enc": 0.01, "dec": 0.05}
-            data.group_lr = {"enc": 0.0, "dec": decoder_lr}
-            data.group_numel, data.model_numel = {"enc": 10_000, "dec": 9_000}, 19_000
-            out.append(data)
-        return out
+        ratios = {"enc": 0.0, "dec": 3e-3 if decoder_lr else 0.0}
+        groups = {"group_grad_rms": {"enc": 0.01, "dec": 0.05}, "group_lr": {"enc": 0.0, "dec": decoder_lr}}
+        groups |= {"group_numel": {"enc": 10_000, "dec": 9_000}, "model_numel": 19_000}
+        return [_check(20 * (i + 1), 40.0 - 2 * i, ratios, **groups) for i in range(n)]
 
     assert _run(checks(2, 1e-3)) == [(40, "lr_too_low")]
     assert _run(checks(1, 1e-3)) == []
-    history = History()
-    for data in checks(2, 0.0):  # every ratio 0: the LR rules judge the run, no group is singled out
-        decided = decide(data, history, dict(T))
+    decided = _decided(checks(2, 0.0))  # every ratio 0: the LR rules judge the run, no group is singled out
     assert "frozen_groups" not in decided.get("lr_too_low", ({}, ""))[0]
 
 

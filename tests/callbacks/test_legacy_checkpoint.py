@@ -1,5 +1,7 @@
-"""Checkpoints written by older code load: ``data/legacy_callbacks.ckpt`` (``make_legacy_checkpoint.py`` at
-392aa66: momentum SGD + StepLR, a NaN at step 3 rolled back at 6, steps 9-10 unchecked) and issue 23's."""
+"""Checkpoints written by older code load: ``data/legacy_callbacks.ckpt`` (main at 392aa66: momentum SGD +
+StepLR, a NaN at step 3 rolled back at 6, steps 9-10 unchecked) and issue 23's. The scripts that wrote them
+live in git: ``git show 76b164b:tests/callbacks/data/make_legacy_checkpoint.py`` and
+``git show 0f25dff:tests/callbacks/data/make_issue23_checkpoints.py`` (run against the old tree)."""
 
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ STOPPER_KEY = "EarlyStopping{'monitor': 'val_score', 'mode': 'min'}"
 
 
 class LegacyModel(TinyClassifier):
-    """The model of ``make_legacy_checkpoint.py`` and ``make_issue23_checkpoints.py`` (no fault after the
-    resume: momentum SGD + StepLR), with a scripted ``val_score``."""
+    """The model of the scripts that wrote the checkpoints (no fault after the resume: momentum SGD +
+    StepLR), with a scripted ``val_score``."""
 
     def on_validation_epoch_end(self) -> None:
         self.log("val_score", [3.0, 2.0, 2.5, 2.6, 2.7, 2.8][self.current_epoch])
@@ -92,7 +94,7 @@ def test_a_real_trainer_resumes_from_the_legacy_checkpoint(tmp_path: Path) -> No
     assert manifest.manifest["resumed_from"]["data_fingerprint"] == fingerprint
 
 
-# Written by ``data/make_issue23_checkpoints.py`` with main at 1c012ec (before StabilityGuard's step skipping
+# Written by ``make_issue23_checkpoints.py`` with main at 1c012ec (before StabilityGuard's step skipping
 # and findings repair, and HealthMonitor's rules, became collaborators).
 
 GUARD_CHECKPOINT = Path(__file__).parent / "data" / "issue23_stability_guard.ckpt"

@@ -3,7 +3,6 @@ ends."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +10,10 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
-from torch.utils.data import DataLoader
 
 from lightning_recipes.callbacks import EarlyStopping, StabilityGuard
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+from tests.callbacks._shared import Kill, ResumableLoader
 
 
 class ScheduledFaultyClassifier(TinyClassifier):
@@ -39,40 +38,6 @@ class ScheduledFaultyClassifier(TinyClassifier):
         optimizer = torch.optim.SGD(self.parameters(), lr=self.hparams["lr"], momentum=0.9)
         scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.7)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
-
-
-class ResumableLoader(DataLoader):
-    """A DataLoader that can resume mid-epoch (Lightning saves and restores its ``state_dict``)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._served = 0
-        self._skip = 0
-
-    def __iter__(self) -> Iterator[Any]:
-        skip, self._skip = self._skip, 0
-        self._served = skip
-        for index, batch in enumerate(super().__iter__()):
-            if index >= skip:
-                self._served += 1
-                yield batch
-
-    def state_dict(self) -> dict[str, int]:
-        return {"served": self._served}
-
-    def load_state_dict(self, state_dict: dict[str, int]) -> None:
-        self._skip = state_dict["served"]
-
-
-class Kill(Callback):
-    """Simulates the process dying at the start of optimizer step ``at_step``."""
-
-    def __init__(self, at_step: int) -> None:
-        self.at_step = at_step
-
-    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
-        if trainer.global_step == self.at_step:
-            raise KeyError("killed")  # not a RuntimeError: must not be mistaken for a guard error
 
 
 def _callbacks(directory: Path, checkpoint: str) -> list[Callback]:

@@ -1,4 +1,4 @@
-"""The fine-tuning demo: the class split, a tiny run through `main`, argument errors, the command."""
+"""The fine-tuning demo: the class split, a tiny run through `main`, argument errors (help: test_cli_help)."""
 
 from __future__ import annotations
 
@@ -46,11 +46,3 @@ def test_main_runs_every_variant_and_prints_the_table(capsys):
 def test_bad_arguments_are_named(argv, match):
     with pytest.raises(ValueError, match=match):
         main(argv)
-
-
-def test_the_demo_command_with_finetune_runs_this_demo(capsys):
-    from lightning_recipes.cli import main as command
-
-    assert command(["demo", "--finetune", "--help"]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("usage: lightning-recipes demo --finetune") and "--pretrain_epochs" in out

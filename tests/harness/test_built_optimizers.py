@@ -55,10 +55,8 @@ def test_the_modules_own_optimizers_at_peak_lr(cls: type, kind: type, peak: floa
     assert isinstance(built, BuiltOptimizers) and built.from_module and built.error == ""
     assert [type(o) for o in built.optimizers] == [kind]
     assert built.optimizers[0].param_groups[0]["lr"] == peak  # the scheduler's step-0 lr was lower
-    assert (
-        built.note
-        == f"the module's configure_optimizers ({kind.__name__}) at peak lr; schedulers not stepped"
-    )
+    note = f"the module's configure_optimizers ({kind.__name__}) at peak lr; schedulers not stepped"
+    assert built.note == note
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.from_module = False  # type: ignore[misc]
 

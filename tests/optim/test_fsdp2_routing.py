@@ -33,7 +33,7 @@ _TWO_RANKS = textwrap.dedent(
     import torch.multiprocessing as mp
     from torch.distributed.fsdp import fully_shard
     sys.path.insert(0, sys.argv[2])
-    from tests.optim.test_fsdp2_routing import build_model, batches, make_optimizer
+    from tests.optim.test_fsdp2_routing import build_model, make_optimizer, train
 
     def worker(rank, port, out):
         torch.set_num_threads(1)
@@ -44,17 +44,11 @@ _TWO_RANKS = textwrap.dedent(
             for layer in model:
                 fully_shard(layer)
             fully_shard(model)
-            optimizer = make_optimizer(name, model)
-            for x, y in batches():  # the same batch on both ranks: FSDP2 averages two equal gradients
-                optimizer.zero_grad()
-                torch.nn.functional.mse_loss(model(x), y).backward()
-                optimizer.step()
+            train(model, make_optimizer(name, model))  # the same batches on both ranks: equal gradients
             full[name] = [p.full_tensor() for p in model.parameters()]
         if rank == 0:
             torch.save(full, out)
-        # Both ranks' sends done before either tears its pairs down: destroying the group while gloo still
-        # sends (the other rank still in `full_tensor`) aborts the process ("terminate called without an
-        # active exception"), seen once in 14 loaded runs.
+        # both ranks' sends done before either tears down: a group destroyed mid-send aborts the process
         dist.barrier()
         dist.destroy_process_group()
 
@@ -78,6 +72,13 @@ def batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
              torch.randn(8, 5, generator=generator, dtype=torch.float64)) for _ in range(4)]  # fmt: skip
 
 
+def train(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    for x, y in batches():
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+
+
 def make_optimizer(name: str, model: torch.nn.Module) -> torch.optim.Optimizer:
     # lr large enough that a shard-local trust ratio (||p_shard|| / ||u_shard||) would visibly differ
     if name == "lion":
@@ -96,11 +97,7 @@ def test_two_rank_fsdp2_matches_one_unsharded_process(tmp_path):
     for name, got_parameters in sharded.items():
         model = build_model()
         start = [p.detach().clone() for p in model.parameters()]
-        optimizer = make_optimizer(name, model)
-        for x, y in batches():
-            optimizer.zero_grad()
-            torch.nn.functional.mse_loss(model(x), y).backward()
-            optimizer.step()
+        train(model, make_optimizer(name, model))
         for before, expected, got in zip(start, model.parameters(), got_parameters):
             assert not torch.equal(before, expected), name
             torch.testing.assert_close(got, expected.detach(), rtol=0, atol=1e-12)

@@ -6,21 +6,18 @@ import pytest
 import torch
 
 from lightning_recipes.optim import Lamb, Lion
-from tests.helpers.optim_runs import lamb_against_reference, lion_against_reference
+from tests.helpers.optim_runs import every_optimizer, lamb_against_reference, lion_against_reference
 
 pytestmark = pytest.mark.gpu
 
 ROUTES = ["for_loop", "foreach", "native", "auto"]  # off CPU, native and auto run foreach
 
 
+@every_optimizer
 @pytest.mark.parametrize("implementation", ROUTES)
-def test_lion_matches_paper_reference_float64_on_cuda(implementation):
-    assert lion_against_reference(implementation, device="cuda") < 1e-12
-
-
-@pytest.mark.parametrize("implementation", ROUTES)
-def test_lamb_matches_paper_reference_float64_on_cuda(implementation):
-    assert lamb_against_reference(implementation, device="cuda") < 1e-9
+def test_matches_paper_reference_float64_on_cuda(name, implementation):
+    run, tolerance = {"lion": (lion_against_reference, 1e-12), "lamb": (lamb_against_reference, 1e-9)}[name]
+    assert run(implementation, device="cuda") < tolerance
 
 
 def _layout(device: str, dtype: torch.dtype = torch.float32) -> list[torch.nn.Parameter]:

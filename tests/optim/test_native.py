@@ -31,6 +31,14 @@ def _tensors(sizes, dtype=torch.float32, seed=0):
 
 
 @pytest.fixture
+def fresh_cache(monkeypatch, tmp_path) -> Path:
+    """An empty kernel cache in ``tmp_path``, and nothing loaded yet in this process."""
+    monkeypatch.setenv("LIGHTNING_RECIPES_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_native, "_state", {})
+    return tmp_path
+
+
+@pytest.fixture
 def two_threads():
     before = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -114,23 +122,22 @@ def test_native_float32_is_bitwise_the_same_on_any_thread_count(optimizer, layer
             torch.testing.assert_close(x, y, rtol=1e-6, atol=1e-7)
 
 
+def _three_ways(dtype: torch.dtype) -> list[tuple[str, torch.dtype, str]]:
+    """(label, dtype, implementation): the kernel, the loop, and the loop in float64 as the reference."""
+    return [("native", dtype, "native"), ("for_loop", dtype, "for_loop"), ("ref", torch.float64, "for_loop")]
+
+
 def test_lamb_native_float32_is_closer_to_float64_than_the_loop(two_threads):
     sizes = [300_000, 1000, 7]
     params, grads = _tensors(sizes, seed=8), _tensors(sizes, seed=9)
     exp_avgs, exp_avg_sqs = _tensors(sizes, seed=10), [t.abs() for t in _tensors(sizes, seed=11)]
     results = {}
-    for implementation, dtype in (
-        ("native", torch.float32),
-        ("for_loop", torch.float32),
-        ("ref", torch.float64),
-    ):
+    for label, dtype, implementation in _three_ways(torch.float32):
         state = [[t.clone().to(dtype) for t in lst] for lst in (params, grads, exp_avgs, exp_avg_sqs)]
         steps = [torch.full((), 5.0) for _ in sizes]
-        lamb_update_(
-            *state, steps, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.01,
-            implementation="for_loop" if implementation == "ref" else implementation,
-        )  # fmt: skip
-        results[implementation] = state[0]
+        lamb_update_(*state, steps, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.01,
+                     implementation=implementation)  # fmt: skip
+        results[label] = state[0]
     for native, loop, ref, start in zip(results["native"], results["for_loop"], results["ref"], params):
         scale = float((ref - start.double()).abs().max())  # the size of the update
         native_error = float((native.double() - ref).abs().max()) / scale
@@ -162,21 +169,16 @@ def test_lamb_bfloat16_is_at_least_as_accurate_as_the_loop(two_threads):
     start = [t.to(torch.bfloat16) for t in _tensors(sizes, seed=14)]
     grads = [_tensors(sizes, torch.bfloat16, seed=15 + k) for k in range(3)]
     results = {}
-    for implementation, dtype in (
-        ("native", torch.bfloat16),
-        ("for_loop", torch.bfloat16),
-        ("ref", torch.float64),
-    ):
+    for label, dtype, implementation in _three_ways(torch.bfloat16):
         params = [t.to(dtype) for t in start]
         exp_avgs, exp_avg_sqs = [torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params]
         steps = [torch.zeros(()) for _ in params]
         for step_grads in grads:
             lamb_update_(
                 params, [g.to(dtype) for g in step_grads], exp_avgs, exp_avg_sqs, steps, lr=1e-2, beta1=0.9,
-                beta2=0.999, eps=1e-6, weight_decay=0.1,
-                implementation="for_loop" if implementation == "ref" else implementation,
+                beta2=0.999, eps=1e-6, weight_decay=0.1, implementation=implementation,
             )  # fmt: skip
-        results[implementation] = params
+        results[label] = params
     for native, loop, ref in zip(results["native"], results["for_loop"], results["ref"]):
         native_error = float((native.double() - ref).abs().mean())
         loop_error = float((loop.double() - ref).abs().mean())
@@ -250,13 +252,11 @@ def test_disabled_native_kernels_fall_back_to_the_torch_paths(monkeypatch):
     [("exit 1", "building the native CPU optimizer kernels failed"),  # a "compiler" that always fails
      ("printf 'cc: \\240 invalid byte\\n' >&2\nexit 1", "invalid byte")],  # undecodable output
 )  # fmt: skip
-def test_a_failing_build_warns_once_and_falls_back(monkeypatch, tmp_path, script, match):
-    compiler = tmp_path / "broken-cc"
+def test_a_failing_build_warns_once_and_falls_back(monkeypatch, fresh_cache, script, match):
+    compiler = fresh_cache / "broken-cc"
     compiler.write_text(f"#!/bin/sh\n{script}\n")
     compiler.chmod(0o755)
-    monkeypatch.setenv("LIGHTNING_RECIPES_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("CC", str(compiler))
-    monkeypatch.setattr(_native, "_state", {})
     with pytest.warns(UserWarning, match=match):
         assert _native.native_kernels() is None
     assert _native.native_kernels() is None  # remembered: no second attempt, no second warning
@@ -264,22 +264,18 @@ def test_a_failing_build_warns_once_and_falls_back(monkeypatch, tmp_path, script
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs the g++ driver")
-def test_a_cpp_driver_builds_the_c_source(monkeypatch, tmp_path):
-    monkeypatch.setenv("LIGHTNING_RECIPES_CACHE_DIR", str(tmp_path))
+def test_a_cpp_driver_builds_the_c_source(monkeypatch, fresh_cache):
     monkeypatch.setenv("CC", "g++")
-    monkeypatch.setattr(_native, "_state", {})
     kernels = _native.native_kernels()
-    assert kernels is not None and Path(kernels.path).parent == tmp_path / "kernels"
+    assert kernels is not None and Path(kernels.path).parent == fresh_cache / "kernels"
     assert optim_runs.lion_against_reference("native", steps=3) < 1e-12
     assert optim_runs.lamb_against_reference("native", steps=3) < 1e-10
 
 
-def test_a_cache_directory_others_can_write_to_is_not_used(monkeypatch, tmp_path):
-    shared = tmp_path / "shared"
-    (shared / "kernels").mkdir(parents=True)
+def test_a_cache_directory_others_can_write_to_is_not_used(fresh_cache):
+    shared = fresh_cache
+    (shared / "kernels").mkdir()
     (shared / "kernels").chmod(0o777)  # anyone could plant a library here
-    monkeypatch.setenv("LIGHTNING_RECIPES_CACHE_DIR", str(shared))
-    monkeypatch.setattr(_native, "_state", {})
     kernels = _native.native_kernels()
     assert kernels is not None
     assert not kernels.path.startswith(str(shared))
@@ -350,8 +346,7 @@ _BUILD_AND_REPORT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def native_processes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
-    """One interpreter that imports torch once, forks two builders of the kernels into an empty cache, loads
-    the cache itself, then runs :func:`ddp_matches_one_process`."""
+    """One interpreter forks two kernel builders into an empty cache, loads it, runs the DDP comparison."""
     cache = tmp_path_factory.mktemp("native_cache")
     env = {**os.environ, "LIGHTNING_RECIPES_CACHE_DIR": str(cache), "OMP_NUM_THREADS": "2"}
     env.pop("CC", None)

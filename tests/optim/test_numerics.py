@@ -1,5 +1,4 @@
-"""Lion and Lamb against the papers' float64 references on every path, the paths against each other in
-float32, no host sync in a step, mixed dtypes, and which path ran (``implementation_used``)."""
+"""Lion and Lamb: the papers' float64 references on every path, float32 agreement, syncs, dtypes, paths."""
 
 from __future__ import annotations
 

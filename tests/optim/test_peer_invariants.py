@@ -82,8 +82,7 @@ layouts = pytest.mark.parametrize("layout", ["list", "groups", "single_tensor_gr
 @every_path
 @layouts
 def test_loaded_state_dict_is_deterministic_and_continues_in_lock_step(name, implementation, layout):
-    """timm ``_test_state_dict`` / torch ``test_state_dict_deterministic`` and
-    ``test_save_load_equality_with_weights_only``."""
+    """timm ``_test_state_dict``, torch ``test_state_dict_deterministic`` and ``..._with_weights_only``."""
     constructor = _constructors(name, implementation)[layout]
     weight, bias, x = _weight_bias()
     optimizer = constructor(weight, bias)

@@ -18,8 +18,8 @@ def fresh_warnings() -> None:
     _warn_once._SAID.clear()
 
 
-def _gpt2() -> torch.nn.Module:
-    config = transformers.GPT2Config(vocab_size=50, n_positions=32, n_embd=16, n_layer=2, n_head=2)
+def _gpt2(**options: bool) -> torch.nn.Module:
+    config = transformers.GPT2Config(vocab_size=50, n_positions=32, n_embd=16, n_layer=2, n_head=2, **options)
     return transformers.GPT2LMHeadModel(config)
 
 
@@ -62,9 +62,7 @@ def test_a_tied_parameter_is_in_one_group_whichever_name_is_split(split: list[st
 
 
 def test_an_untied_model_warns_nothing(recwarn: pytest.WarningsRecorder) -> None:
-    sizes = {"vocab_size": 50, "n_positions": 32, "n_embd": 16, "n_layer": 2, "n_head": 2}
-    config = transformers.GPT2Config(**sizes, tie_word_embeddings=False)
-    model = transformers.GPT2LMHeadModel(config)
+    model = _gpt2(tie_word_embeddings=False)
     assert tied_parameters(model) == []
     param_groups(model, 0.1, layer_decay=0.5, split=["lm_head"], lr=1.0)
     assert not [w for w in recwarn if "tied" in str(w.message)]

@@ -162,18 +162,15 @@ def test_step_and_state_dict_hooks_fire_as_for_torch_optimizers(name):
         _register_hooks(optimizer, counts.setdefault(cls, []))
         _train(model, optimizer, range(1))
         optimizer.load_state_dict(optimizer.state_dict())
-    assert counts[OPTIMIZERS[name]] == counts[torch.optim.AdamW] == [
-        "pre", "post", "sd_pre", "sd_post", "load_pre", "load_post",
-    ]  # fmt: skip
+    assert counts[OPTIMIZERS[name]] == counts[torch.optim.AdamW] == HOOKS
+
+
+HOOKS = [f"{kind}_{when}" for kind in ("step", "state_dict", "load_state_dict") for when in ("pre", "post")]
 
 
 def _register_hooks(optimizer: torch.optim.Optimizer, seen: list[str]) -> None:
-    optimizer.register_step_pre_hook(lambda *a: seen.append("pre"))
-    optimizer.register_step_post_hook(lambda *a: seen.append("post"))
-    optimizer.register_state_dict_pre_hook(lambda *a: seen.append("sd_pre"))
-    optimizer.register_state_dict_post_hook(lambda *a: seen.append("sd_post"))
-    optimizer.register_load_state_dict_pre_hook(lambda *a: seen.append("load_pre"))
-    optimizer.register_load_state_dict_post_hook(lambda *a: seen.append("load_post"))
+    for kind in HOOKS:
+        getattr(optimizer, f"register_{kind}_hook")(lambda *a, kind=kind: seen.append(kind))
 
 
 @both

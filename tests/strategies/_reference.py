@@ -23,12 +23,8 @@ def val_loader() -> DataLoader:
 
 
 def distributed_order_loader() -> DataLoader:
-    """One loader whose batch k of epoch e is the union of what ranks 0 and 1 see at that step.
-
-    Lightning always gives the training loader a ``DistributedSampler(shuffle=True, seed=0)``: at epoch ``e``
-    it permutes with ``torch.randperm(n, generator=manual_seed(seed + e))`` and rank ``r`` takes
-    ``perm[r::2]``. All epochs are laid end to end, so train it with ``max_steps`` instead of epochs.
-    """
+    """Batch k of epoch e is what ranks 0 and 1 see at that step under Lightning's ``DistributedSampler``
+    (``randperm`` seeded ``e``, rank r takes ``perm[r::2]``); epochs end to end: train with ``max_steps``."""
     dataset = train_loader_per_rank().dataset
     batches = []
     for epoch in range(EPOCHS):

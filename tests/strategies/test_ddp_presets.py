@@ -98,12 +98,7 @@ def test_estimate_matches_real_ddp_tensor_bytes_exactly(
 
 
 def test_ddp_static_graph_preset_trains_on_two_processes(tmp_path: Path) -> None:
-    # Started with fork, not spawn: in a long pytest session a spawn worker of a static-graph DDP run
-    # intermittently aborts *after* `fit` has finished ("terminate called without an active exception" while
-    # the interpreter exits with gloo's process group alive: 1 in 3 full-suite runs, never alone). That race
-    # is in torch's teardown, not in the preset; fork workers leave with os._exit and skip it. Pickling the
-    # preset for spawn is proven by `test_presets_pickle_for_spawn`, and spawn itself by the callbacks' spawn
-    # tests.
+    # fork: spawn workers can abort in gloo's teardown (a torch race); pickling: test_presets_pickle_for_spawn
     strategy = preset("ddp_static_graph", start_method="fork")
     model = TinyClassifier()
     before = model.hidden.weight.detach().clone()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import lightning.pytorch as pl
 import pytest
 import torch
 
@@ -13,20 +15,18 @@ from lightning_recipes.testing import TinyTransformerLM, TransformerBlock, fast_
 pytestmark = pytest.mark.gpu
 
 
+def _gpu_trainer(tmp_path: Path, **settings: Any) -> pl.Trainer:
+    gpu = {"accelerator": "gpu", "devices": 1, "precision": "bf16-mixed"}
+    return fast_trainer(**gpu, default_root_dir=tmp_path, **settings)
+
+
 def test_fsdp1_preset_wraps_checkpoints_and_resumes_on_gpu(tmp_path: Path) -> None:
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
     from torch.distributed.fsdp import FullyShardedDataParallel
 
     torch.manual_seed(0)
     model = TinyTransformerLM()
-    trainer = fast_trainer(
-        accelerator="gpu",
-        devices=1,
-        strategy=preset("fsdp_full_shard"),
-        precision="bf16-mixed",
-        max_steps=4,
-        default_root_dir=tmp_path,
-    )
+    trainer = _gpu_trainer(tmp_path, strategy=preset("fsdp_full_shard"), max_steps=4)
     trainer.fit(model, random_token_loader())
     wrapped = trainer.strategy.model
     assert sum(isinstance(m, FullyShardedDataParallel) for m in wrapped.modules()) == 1 + len(model.blocks)
@@ -35,32 +35,16 @@ def test_fsdp1_preset_wraps_checkpoints_and_resumes_on_gpu(tmp_path: Path) -> No
     ckpt = tmp_path / "sharded.ckpt"
     trainer.save_checkpoint(ckpt)
     assert ckpt.is_dir()  # sharded checkpoint
-    resumed = fast_trainer(
-        accelerator="gpu",
-        devices=1,
-        strategy=preset("fsdp_full_shard"),
-        precision="bf16-mixed",
-        max_steps=6,
-        max_epochs=2,  # Lightning counts the epoch as finished once fit stopped at max_steps
-        default_root_dir=tmp_path,
-    )
+    # max_epochs=2: Lightning counts the epoch as finished once fit stopped at max_steps
+    resumed = _gpu_trainer(tmp_path, strategy=preset("fsdp_full_shard"), max_steps=6, max_epochs=2)
     resumed.fit(TinyTransformerLM(), random_token_loader(), ckpt_path=ckpt)
     assert resumed.global_step == 6
 
 
 @pytest.mark.skipif(not deepspeed_available(), reason="DeepSpeed is not installed")
 def test_deepspeed_preset_takes_batch_accumulation_clipping_precision_from_trainer(tmp_path: Path) -> None:
-    trainer = fast_trainer(
-        accelerator="gpu",
-        devices=1,
-        strategy=preset("deepspeed_zero2"),
-        precision="bf16-mixed",
-        accumulate_grad_batches=2,
-        gradient_clip_val=0.5,
-        max_epochs=1,
-        limit_train_batches=8,
-        default_root_dir=tmp_path,
-    )
+    settings = {"accumulate_grad_batches": 2, "gradient_clip_val": 0.5, "limit_train_batches": 8}
+    trainer = _gpu_trainer(tmp_path, strategy=preset("deepspeed_zero2"), max_epochs=1, **settings)
     trainer.fit(TinyTransformerLM(), random_token_loader(batch_size=4))
     config = trainer.strategy.config
     assert config["train_micro_batch_size_per_gpu"] == 4

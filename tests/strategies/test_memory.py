@@ -161,9 +161,7 @@ def test_frozen_parameters_are_not_trained_and_a_meta_model_is_counted() -> None
 
 
 def test_activations_are_measured_from_saved_tensors_by_hand() -> None:
-    # Linear(8,16) saves its input x [4, 8] (128 B); ReLU saves its output [4, 16] (256 B), which Linear(16,4)
-    # also saves (same storage, counted once); weights are parameters, not activations. Backward peak: +
-    # largest (256 B).
+    # saved: x [4, 8] (128 B) + the ReLU output [4, 16] (256 B, shared with Linear(16,4)); peak: + largest
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
     measured = measure_activations(model, torch.randn(4, 8))
     assert (measured.saved, measured.largest) == (384, 256)
@@ -237,8 +235,7 @@ def test_fits_uses_headroom() -> None:
 def test_shard_grad_op_keeps_unsharded_copies_in_the_compute_dtype(
     precision: str, shard_bytes: int, unsharded_bytes: int
 ) -> None:
-    # FSDP1 SHARD_GRAD_OP shards the flat parameter like FULL_SHARD; what it does not free after forward is
-    # the unsharded copy, in MixedPrecision's param_dtype, of every unit until its backward: all N parameters.
+    # SHARD_GRAD_OP shards as FULL_SHARD but keeps each unit's unsharded copy (param_dtype) until backward
     n = 14 * G
     estimate = estimate_memory(n, precision=precision, strategy="fsdp_shard_grad_op", devices=8)
     assert estimate.parameters == n // 8 * shard_bytes
@@ -250,8 +247,7 @@ def test_shard_grad_op_keeps_unsharded_copies_in_the_compute_dtype(
 
 
 def test_fourteen_billion_bf16_fits_shard_grad_op_on_eight_80gb_gpus() -> None:
-    # 7 + 28 + 7 + 14 = 56 GB = 52.2 GiB <= 68 GiB budget; counting fp32 unsharded weights (56 GB) it would
-    # not
+    # 7 + 28 + 7 + 14 = 56 GB = 52.2 GiB <= 68 GiB; with fp32 unsharded weights (56 GB) it would not
     from lightning_recipes.strategies import recommend_strategy
 
     rec = recommend_strategy(14 * G, devices=8, device_memory_gb=80)

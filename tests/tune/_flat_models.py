@@ -1,7 +1,8 @@
-"""A model whose LR sweep is flat (issue #22's field report)."""
+"""Models shared by the tuner tests: one whose LR sweep is flat (issue #22's field report), speed options."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import lightning.pytorch as pl
@@ -42,3 +43,14 @@ class FlatBert(AdamWRecipe, pl.LightningModule):
 
 class AdamWClassifier(AdamWRecipe, TinyClassifier):
     """TinyClassifier with the recipe's AdamW (decay / no-decay groups) and warm-up cosine schedule."""
+
+
+def no_sleep(*attrs: str) -> Callable[[pl.LightningModule], pl.LightningModule]:
+    """A speed option's ``prepare`` that sets the module's ``attrs`` (its sleeps, in seconds) to 0."""
+
+    def prepare(module: pl.LightningModule) -> pl.LightningModule:
+        for attr in attrs:
+            setattr(module, attr, 0.0)
+        return module
+
+    return prepare

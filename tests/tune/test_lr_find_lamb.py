@@ -68,7 +68,12 @@ def _default_sweep(seed: int) -> LRRangeResult:
 @pytest.fixture(scope="module")
 def sweep_seed_0() -> LRRangeResult:
     """The default sweep on data seed 0, read (never changed) by both tests: one 300-step sweep, not two."""
-    return _default_sweep(0)
+    threads = torch.get_num_threads()  # one thread, as the tests: a module fixture runs before `_one_thread`
+    torch.set_num_threads(1)
+    try:
+        return _default_sweep(0)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_lamb_peak_lr_learns_and_both_entry_points_agree(sweep_seed_0: LRRangeResult):

@@ -161,16 +161,20 @@ def test_lightning_cli_yaml_lr_find(tmp_path, monkeypatch):
     assert rebuilt.model.recipe == cli.model.recipe
 
 
+def _fit_and_save(model: FindNet, loader: DataLoader, tmp_path: Path, max_steps: int = 3) -> Path:
+    trainer = fast_trainer(max_steps=max_steps, max_epochs=None, default_root_dir=tmp_path)
+    trainer.fit(model, loader)
+    trainer.save_checkpoint(tmp_path / "run.ckpt")
+    return tmp_path / "run.ckpt"
+
+
 def test_resume_reuses_the_found_lr_and_never_sweeps_again(tmp_path, sweeps):
     loader = random_classification_loader(num_samples=128)
     unfitted = FindNet(_recipe())
     fast_trainer().validate(unfitted, loader)  # validate, test and predict never sweep
     assert len(sweeps) == 0 and unfitted.found_lr is None
     model = FindNet(_recipe())
-    trainer = fast_trainer(max_steps=3, max_epochs=None, default_root_dir=tmp_path)
-    trainer.fit(model, loader)
-    ckpt = tmp_path / "run.ckpt"
-    trainer.save_checkpoint(ckpt)
+    ckpt = _fit_and_save(model, loader, tmp_path)
     found = model.found_lr
     assert len(sweeps) == 1 and found is not None
     assert torch.load(ckpt, weights_only=True)[CHECKPOINT_KEY]["lr"] == found
@@ -192,10 +196,7 @@ def test_resume_reuses_the_found_lr_and_never_sweeps_again(tmp_path, sweeps):
 def test_a_changed_recipe_sweeps_again_and_a_resume_keeps_the_lr_with_a_warning(tmp_path, sweeps):
     loader = random_classification_loader(num_samples=128)
     model = FindNet(_recipe())  # Lion, cosine after a warm-up: peak_lr
-    trainer = fast_trainer(max_steps=3, max_epochs=None, default_root_dir=tmp_path)
-    trainer.fit(model, loader)
-    ckpt = tmp_path / "run.ckpt"
-    trainer.save_checkpoint(ckpt)
+    ckpt = _fit_and_save(model, loader, tmp_path)
     lion_lr = model.found_lr
     saved = torch.load(ckpt, weights_only=True)[CHECKPOINT_KEY]
     assert len(sweeps) == 1 and saved["key"]["optimizer"] == "lion"
@@ -240,12 +241,8 @@ def test_a_checkpoint_written_before_the_policy_left_the_mixin_resumes_without_a
 
 def test_resuming_a_checkpoint_without_a_found_lr_is_an_error(tmp_path):
     loader = random_classification_loader(num_samples=64)
-    model = FindNet(OptimizerRecipe(lr=1e-3, warmup_steps=1))
-    trainer = fast_trainer(max_steps=2, max_epochs=None, default_root_dir=tmp_path)
-    trainer.fit(model, loader)
-    ckpt = tmp_path / "numeric.ckpt"
-    trainer.save_checkpoint(ckpt)
-    with pytest.raises(ValueError, match=r"resumes from .*numeric\.ckpt.*holds no LR found by an earlier"):
+    ckpt = _fit_and_save(FindNet(OptimizerRecipe(lr=1e-3, warmup_steps=1)), loader, tmp_path, max_steps=2)
+    with pytest.raises(ValueError, match=r"resumes from .*run\.ckpt.*holds no LR found by an earlier"):
         fast_trainer(max_steps=4, max_epochs=None).fit(FindNet(_recipe()), loader, ckpt_path=ckpt)
 
 

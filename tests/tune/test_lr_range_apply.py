@@ -80,8 +80,7 @@ class TrainedLR(pl.Callback):
 
 
 def _stepped(schedule: str, factor: float = 1.0) -> list[float]:
-    """The LRs of the schedule (scaled by ``factor`` with ``scale_schedule``, after ``check_scalable``),
-    stepped as Lightning steps it (after each optimizer step)."""
+    """The schedule's LRs scaled by ``factor`` (check_scalable, scale_schedule), stepped as Lightning does."""
     optimizer = _optimizer([torch.zeros(1, requires_grad=True)])
     scheduler = SCHEDULES[schedule](optimizer)
     check_scalable([optimizer], [scheduler])

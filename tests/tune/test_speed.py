@@ -15,14 +15,7 @@ from lightning_recipes.testing import TinyClassifier, random_classification_load
 from lightning_recipes.tune.speed import OPTIONS, SpeedOption, planned_steps, speed_tune, timed_loader
 from tests.helpers import speed as clock
 from tests.helpers.speed import FAST, SleepyClassifier, virtual_time
-
-
-def _no_sleep(attr: str) -> Any:
-    def prepare(module: pl.LightningModule) -> pl.LightningModule:
-        setattr(module, attr, 0.0)
-        return module
-
-    return prepare
+from tests.tune._flat_models import no_sleep
 
 
 def _shift_logits(module: pl.LightningModule) -> pl.LightningModule:
@@ -91,8 +84,8 @@ def test_faster_options_are_combined_and_their_kwargs_build_a_trainer(
 ) -> None:
     virtual_time(monkeypatch)  # exact step times: 81 ms, 41 ms per option alone, 1 ms together
     bf16 = {"precision": "bf16-mixed"}
-    a = SpeedOption("no_sleep_a", bf16, prepare=_no_sleep("sleep_a"), loss_rtol=0.05, advice="a")
-    b = SpeedOption("no_sleep_b", prepare=_no_sleep("sleep_b"), advice="b")
+    a = SpeedOption("no_sleep_a", bf16, prepare=no_sleep("sleep_a"), loss_rtol=0.05, advice="a")
+    b = SpeedOption("no_sleep_b", prepare=no_sleep("sleep_b"), advice="b")
     loader = random_classification_loader()
     # a long run: the ranking is by step time (no option here costs anything once)
     result = speed_tune(

@@ -19,6 +19,7 @@ from lightning_recipes.testing import (
 )
 from lightning_recipes.tune.speed import OPTIONS, SpeedOption, _without_conflicts, compile_targets, speed_tune
 from tests.helpers.speed import FAST, SleepyClassifier, virtual_time
+from tests.tune._flat_models import no_sleep
 
 
 def _lm() -> tuple[TinyTransformerLM, Any]:
@@ -88,20 +89,11 @@ def test_block_and_compile_options_say_why_they_do_not_apply(name: str, model: A
     assert skip_reason is not None and (skip_reason(model(), torch.device("cpu")) or "").startswith(reason)
 
 
-def _drop(*attrs: str) -> Any:
-    def prepare(module: pl.LightningModule) -> pl.LightningModule:
-        for attr in attrs:
-            setattr(module, attr, 0.0)
-        return module
-
-    return prepare
-
-
 def test_of_two_conflicting_faster_options_only_the_faster_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
     virtual_time(monkeypatch)  # exact step times: 81 ms, 41 ms without sleep_a, 1 ms without both
     options = [
-        SpeedOption("drop_a", prepare=_drop("sleep_a"), conflicts=("drop_both",)),
-        SpeedOption("drop_both", prepare=_drop("sleep_a", "sleep_b")),
+        SpeedOption("drop_a", prepare=no_sleep("sleep_a"), conflicts=("drop_both",)),
+        SpeedOption("drop_both", prepare=no_sleep("sleep_a", "sleep_b")),
     ]
     # a long run: ranked by step time (neither option costs anything once)
     loader = random_classification_loader()
@@ -130,8 +122,7 @@ def test_builtin_compile_options_conflict_with_each_other() -> None:
 
 
 class Wrapper(pl.LightningModule):
-    """A LightningModule without ``forward`` whose ``training_step`` calls the model it wraps (the Hugging
-    Face pattern ``self.model(**batch)``)."""
+    """No ``forward``: ``training_step`` calls the wrapped model (Hugging Face's ``self.model(**batch)``)."""
 
     def __init__(self) -> None:
         super().__init__()

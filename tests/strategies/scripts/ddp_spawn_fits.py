@@ -1,12 +1,6 @@
-"""Many short ``ddp_spawn`` fits in one process (``python ddp_spawn_fits.py N [lightning|recipes]``).
-
-Run by tests/strategies/test_ddp_spawn_teardown.py through ``subprocess``. Each fit starts 2 spawned CPU
-workers (gloo) that train a tiny model for 1 step and exit. With ``lightning`` the strategy is Lightning's
-own ``DDPStrategy(start_method="spawn")``; with ``recipes`` it is ``preset("ddp_spawn")``. Prints one line per
-fit: ``fit I ok`` or ``fit I failed: <error>`` (a worker killed by SIGABRT in gloo's teardown surfaces as an
-error of the launcher), then ``failures F of N``; each worker prints, at its very end, whether its process
-group was still alive when the interpreter shut down. Deliberately imports nothing from
-``lightning_recipes.testing`` (importing it registers the same protection for our own test workers).
+"""Short ``ddp_spawn`` fits of 2 gloo CPU workers (``python ddp_spawn_fits.py N [lightning|recipes]``), run by
+test_ddp_spawn_teardown.py; each worker prints whether its process group was alive at exit. Imports nothing
+from ``lightning_recipes.testing`` (that registers the same protection for our test workers).
 """
 
 from __future__ import annotations

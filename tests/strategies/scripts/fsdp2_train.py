@@ -1,10 +1,6 @@
-"""Standalone FSDP2 run (``python fsdp2_train.py OUT_DIR``): 2 CPU processes via ``ModelParallelStrategy``.
-
-Run by tests/strategies/test_fsdp2.py (``fsdp2_runs``) via ``subprocess``; Lightning's launcher re-runs this
-script for rank 1. Each rank writes ``OUT_DIR/rank{r}.json`` with: the validation loss after 2 epochs
-straight, after 1 + resume 1, the local bytes of parameters / gradients / optimizer state after a real step,
-the estimator's figures, and the message of the set-up error for a model without FSDP2Mixin. Then, in the
-same two processes, ``hf_fsdp2_train.py``'s GPT-2 run writes its records into ``OUT_DIR/hf``.
+"""2 CPU ranks of ``recipes_fsdp2`` (``python fsdp2_train.py OUT_DIR``, run by test_fsdp2.py): each writes
+``OUT_DIR/rank{r}.json`` (losses straight and resumed, shard bytes, the estimate, the no-mixin error), then
+``hf_fsdp2_train.py`` runs in the same processes into ``OUT_DIR/hf``.
 """
 
 from __future__ import annotations
@@ -66,9 +62,7 @@ def val_loss(t: pl.Trainer, model: pl.LightningModule) -> float:
 
 
 def main(out: Path) -> None:
-    # 64 samples, 8 per rank and step: an epoch is 4 steps. Runs are bounded by epochs, not max_steps: a
-    # checkpoint taken after `max_steps` stopped exactly at an epoch's end resumes inside that epoch and
-    # repeats a batch.
+    # 4 steps an epoch; bounded by epochs: a checkpoint at max_steps on an epoch's end resumes inside it
     loader = lambda: random_token_loader(num_samples=64, batch_size=8, seed=0)  # noqa: E731
 
     torch.manual_seed(0)

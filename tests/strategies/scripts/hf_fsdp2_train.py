@@ -1,11 +1,5 @@
-"""Standalone FSDP2 run of a Hugging Face GPT-2 (``python hf_fsdp2_train.py OUT_DIR``): 2 CPU processes.
-
-Run by ``fsdp2_train.py`` after its own runs, in the same two processes (tests/strategies/test_fsdp2.py
-reads it). A small ``GPT2LMHeadModel`` (random init, no
-download, ``use_cache=True`` as GPT-2 ships) inside a LightningModule trains a few steps under
-``recipes_fsdp2``, whose default activation checkpointing recomputes each block in backward. Each rank writes
-``OUT_DIR/rank{r}.json`` with the losses, the ``use_cache`` value seen in training, and whether the blocks
-were checkpointed.
+"""A tiny GPT-2 (``use_cache=True``) trained 3 steps under ``recipes_fsdp2`` on 2 CPU ranks, run by
+``fsdp2_train.py``; each rank writes its losses, ``use_cache`` and block APIs to ``OUT_DIR/rank{r}.json``.
 """
 
 from __future__ import annotations
@@ -21,6 +15,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from lightning_recipes.strategies import FSDP2Mixin
+from lightning_recipes.testing import fast_trainer
 
 
 def gpt2_config() -> GPT2Config:
@@ -61,18 +56,9 @@ class GPT2Module(FSDP2Mixin, pl.LightningModule):
 def main(out: Path) -> None:
     torch.manual_seed(0)
     model = GPT2Module()
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=2,
-        strategy="recipes_fsdp2",
-        max_steps=3,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
-        default_root_dir=out,
-        use_distributed_sampler=False,  # the module's own sampler: a fixed, unshuffled split to compare with
-    )
+    settings = {"max_steps": 3, "default_root_dir": out}
+    # the module's own sampler: a fixed, unshuffled split to compare with
+    trainer = fast_trainer(devices=2, strategy="recipes_fsdp2", use_distributed_sampler=False, **settings)
     trainer.fit(model)
     block = model.model.transformer.h[0]
     record = {"losses": model.losses, "global_step": trainer.global_step, "world_size": trainer.world_size}

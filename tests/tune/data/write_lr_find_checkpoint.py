@@ -1,9 +1,5 @@
-"""Writes ``lr_find_before_policy.ckpt``: an ``lr="find"`` run's checkpoint saved by the code before the
-lr="find" policy left ``mixins.py`` (issue #23, commit 1c012ec); ``test_lr_find_recipe.py`` resumes it.
-
-Run it from a tree of that commit (``git archive 1c012ec | tar -x -C /tmp/old``)::
-
-    cd /tmp/old && PYTHONPATH=$PWD python /path/to/write_lr_find_checkpoint.py OUT.ckpt
+"""Writes ``lr_find_before_policy.ckpt`` as commit 1c012ec saved it (issue #23), from a tree of that commit:
+``git archive 1c012ec | tar -x -C /tmp/old && cd /tmp/old && PYTHONPATH=$PWD python THIS_FILE OUT.ckpt``.
 """
 
 from __future__ import annotations
