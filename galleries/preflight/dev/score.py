@@ -69,7 +69,8 @@ GALLERIES = ("dev", "sealed", "sealed-c", "sealed-d", "sealed-e", "sealed-f", "s
 
 def gallery_cases(gallery: str, twins: bool = False) -> list[SealedCase]:
     """The bugs then the healthy cases of one gallery (``sealed`` is A and B, ``sealed-hi`` H's two halves);
-    ``twins`` adds each bug's healthy twin (dev's fixed twins; a sealed bug's proof twin) as ``<id>__fixed``."""
+    ``twins`` adds each bug's healthy twin (dev's fixed twins; a sealed bug's proof twin) as
+    ``<id>__fixed``."""
     if gallery == "dev":
         return BUGS + HEALTHY + (FIXED_TWINS if twins else [])
     import importlib
