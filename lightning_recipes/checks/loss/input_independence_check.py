@@ -259,11 +259,11 @@ class InputIndependenceCheck(SanityCheck):
             )
             action = "Give it more steps (InputIndependenceCheck(max_steps=)) or judge it with overfit_batch."
             return self.verdict("inconclusive", summary, details, action=action)
-        gains = [look["gain"] for look in looks]
-        rising = len(gains) >= 3 and gains[-1] > 0 and all(b > a for a, b in itertools.pairwise(gains))
+        trend = [look["gain"] for look in looks]
+        rising = len(trend) >= 3 and trend[-1] > 0 and all(b > a for a, b in itertools.pairwise(trend))
         if learned.fell and same_fit and no_gain and rising and fitted.low > 0:  # stopped while learning
             summary = (
-                f"held-out gain over permuted targets {gains[-1]:+.1%}, rising at each look, "
+                f"held-out gain over permuted targets {trend[-1]:+.1%}, rising at each look, "
                 f"{fitted.gain:+.1%} in training: still learning, no verdict"
             )
             action = "Give it more steps: InputIndependenceCheck(max_steps=)."
