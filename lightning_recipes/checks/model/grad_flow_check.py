@@ -13,6 +13,7 @@ from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.model._derivative import derivative_check
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness import preserved_rng
 
 __all__ = ["GradFlowCheck"]
 
@@ -102,6 +103,16 @@ class GradFlowCheck(SanityCheck):
                 details,
                 "Look for NaN/Inf in the data or log/sqrt/division at 0 (torch.autograd.detect_anomaly()).",
             )
+        unread = _unread(context, no_grad) if dead and no_grad else []
+        details["unread"] = unread
+        if dead and sorted(dead) == sorted(unread):  # declared, never read: no path to cut
+            return self.verdict(
+                "warn",
+                f"{len(unread)} of {len(trainable)} trainable parameter(s) are never read by the loss: "
+                f"{listed(unread)}",
+                details,
+                "Wire in the module you meant to use, or remove or freeze it (requires_grad_(False)).",
+            )
         if dead:
             kind = "no" if no_grad else "an exactly-zero"
             return self.verdict(
@@ -185,6 +196,23 @@ class GradFlowCheck(SanityCheck):
             for optimizer in built.optimizers:
                 optimizer.step()
         return seen, nonzero, nonfinite, loss_value, steps
+
+
+def _unread(context: CheckContext, names: list[str], limit: int = 8) -> list[str]:
+    """Of ``names`` (parameters that got no gradient; the first ``limit``), those the loss does not read:
+    shifting one by 1 on a fresh copy leaves the loss of the same batch, under the same seed, bit for bit."""
+    batch = context.train_batches(1)[0]
+
+    def loss(shifted: str | None = None) -> torch.Tensor:
+        model = context.copy_model()
+        with preserved_rng(), torch.no_grad():
+            torch.manual_seed(context.seed)
+            if shifted is not None:
+                model.get_parameter(shifted).add_(1.0)
+            return context.training_loss(model, batch, 0)
+
+    base = loss()
+    return [name for name in names[:limit] if torch.equal(loss(name), base)]  # sync: one per name
 
 
 def _cancelled(
