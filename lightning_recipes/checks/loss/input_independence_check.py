@@ -259,9 +259,13 @@ class InputIndependenceCheck(SanityCheck):
             )
             action = "Give it more steps (InputIndependenceCheck(max_steps=)) or judge it with overfit_batch."
             return self.verdict("inconclusive", summary, details, action=action)
-        trend = [look["gain"] for look in looks]
+        # still learning: the real copy's held-out loss falls at every look while its gain over the permuted
+        # control grows (shuffled labels can show the gain grow only as the control, memorising a fixed
+        # permutation, gets worse faster than the real copy, whose held-out loss rises)
+        trend, real = [look["gain"] for look in looks], [look["real"] for look in looks]
         rising = len(trend) >= 3 and trend[-1] > 0 and all(b > a for a, b in itertools.pairwise(trend))
-        if learned.fell and same_fit and no_gain and rising and fitted.low > 0:  # stopped while learning
+        falling = all(b < a for a, b in itertools.pairwise(real))
+        if learned.fell and same_fit and no_gain and rising and falling and fitted.low > 0:
             summary = (
                 f"held-out gain over permuted targets {trend[-1]:+.1%}, rising at each look, "
                 f"{fitted.gain:+.1%} in training: still learning, no verdict"
