@@ -67,7 +67,7 @@ def stored_duplicate_fraction(
     loader: Any, inputs: Sequence[Tensor | None], limit: int = 2048
 ) -> float | None:
     """The share of repeated rows in the dataset's own stored float tensor shaped like the served inputs (one
-    row per sample: ``TensorDataset.tensors`` or an attribute), on its first ``limit`` rows; ``None``: none.
+    row per sample, found as the purity rule finds them), on its first ``limit`` rows; ``None``: none.
 
     Example:
         >>> from torch.utils.data import DataLoader, TensorDataset
@@ -81,8 +81,7 @@ def stored_duplicate_fraction(
         size = len(dataset)  # type: ignore[arg-type]
     except TypeError:
         return None
-    stored = getattr(dataset, "tensors", None) or tuple(vars(dataset).values() if dataset is not None else ())
-    for tensor in stored:
+    for tensor in _stored_tensors(dataset).values():
         aligned = isinstance(tensor, Tensor) and tensor.is_floating_point() and len(tensor) == size > 1
         if aligned and tuple(tensor.shape[1:]) in shapes:
             rows = tensor[:limit].flatten(1)
