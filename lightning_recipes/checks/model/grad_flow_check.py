@@ -201,7 +201,7 @@ class GradFlowCheck(SanityCheck):
 def _unread(context: CheckContext, names: list[str], limit: int = 8) -> list[str]:
     """Of ``names`` (parameters that got no gradient; the first ``limit``), those the loss does not read:
     shifting one by 1 on a fresh copy leaves the loss of the same batch, under the same seed, bit for bit (a
-    fresh copy per name: a step that updates state, such as BatchNorm's statistics, starts alike each time)."""
+    fresh copy per name: a step that updates state, e.g. BatchNorm's statistics, starts alike each time)."""
     batch = context.train_batches(1)[0]
 
     def loss(shifted: str | None = None) -> torch.Tensor:
