@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -125,11 +126,8 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
             "the target is shaped like the input (a second view, a clean image): it is an input"
         ), None
     key = next((k for k, _, t in entries(batch) if t is targets), None)
-    replacement = (
-        None
-        if key is None or targets.ndim == 0 or targets.dtype == torch.bool
-        else other_values(targets, context.seed)
-    )
+    fixed = key is None or targets.ndim == 0 or targets.dtype == torch.bool
+    replacement = None if fixed else other_values(targets, context.seed)
     if replacement is None:
         return Probe("the target cannot be replaced by other values of its own"), None
     model = context.copy_model()
@@ -144,12 +142,7 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
         return Probe(
             "the output changes between two identical calls (state updated in eval, randomness)"
         ), None
-    sequence = (
-        targets.ndim >= 2
-        and targets.shape[1] >= 2
-        and inputs.ndim >= 2
-        and targets.shape[:2] == inputs.shape[:2]
-    )
+    sequence = inputs.ndim >= 2 and targets.shape[:2] == inputs.shape[:2] and targets.shape[1] >= 2
     if sequence:
         try:
             base = aligned_output(base, inputs)
@@ -188,16 +181,14 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
         return Probe(reason, evidence={**evidence, "input_gradients": True}), uses
     where = f" at position {leaking[0]}" if sequence else ""
     label = next((name for k, name, _ in entries(batch) if k == key), "the target")
-    return (
-        Probe(
-            leak=True,
-            summary=f"the output{where} moves by {max(moved):.3g} when only the target ({label}) changes",
-            action="Pass the target only to the loss (a decoder gets it shifted right); a margin head that "
-            "reads the label by design: target_as_input=False.",
-            evidence={**evidence, "leaking_starts": leaking},
-        ),
-        uses,
+    leak = Probe(
+        leak=True,
+        summary=f"the output{where} moves by {max(moved):.3g} when only the target ({label}) changes",
+        action="Pass the target only to the loss (a decoder gets it shifted right); a margin head that "
+        "reads the label by design: target_as_input=False.",
+        evidence={**evidence, "leaking_starts": leaking},
     )
+    return leak, uses
 
 
 def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
@@ -313,11 +304,8 @@ def _columns(
 
 
 def _name(label: str, is_input: bool, shape: tuple[int, ...], index: int) -> str:
-    position = []
-    for size in reversed(shape):
-        position.append(index % size)
-        index //= size
-    return f"{'inputs' if is_input else label}[:, {', '.join(str(p) for p in reversed(position)) or '0'}]"
+    position = ", ".join(map(str, np.unravel_index(index, shape))) or "0"
+    return f"{'inputs' if is_input else label}[:, {position}]"
 
 
 def probe_single_feature(
@@ -332,8 +320,8 @@ def probe_single_feature(
     columns = _columns(context, train, held)
     if not columns:
         return Probe("no batch tensor with one row per sample besides the target")
-    values = torch.unique(torch.cat([y_train, y_held]))
-    integral = bool((torch.cat([y_train, y_held]) == torch.cat([y_train, y_held]).round()).all())
+    every = torch.cat([y_train, y_held])
+    values, integral = torch.unique(every), bool((every == every.round()).all())
     classes = (
         len(values) if not y_train.is_floating_point() or (integral and len(values) <= MAX_CLASSES) else 0
     )
@@ -351,7 +339,7 @@ def probe_single_feature(
             if encoded is None and bool(both.any()):
                 encoded = (c, int(both.nonzero()[0, 0]))
         else:
-            scores = _correlation(torch.cat([rows, held_rows]), torch.cat([y_train, y_held]).float())
+            scores = _correlation(torch.cat([rows, held_rows]), every.float())
         value, where = scores.max(0)
         best = max(best, (float(value), c, int(where)))
     score, c, index = best
@@ -380,11 +368,7 @@ def probe_single_feature(
             return Probe(
                 summary=f"{name} determines the label but the loss does not read it", evidence=evidence
             )
-    what = (
-        "encodes the label in each split"
-        if not determines
-        else f"alone scores {score:.3f} on held-out labels"
-    )
+    what = f"alone scores {score:.3f} on held-out labels" if determines else "encodes the label in each split"
     return Probe(
         leak=True,
         summary=f"{name} {what}: the label is in the input",

@@ -163,11 +163,11 @@ def distinct_loader(
     )
 
 
-def check_pair(name: str, value: Any, allowed: str, *, high: float = 1.0, descending: bool = False) -> None:
-    """Raise unless ``value`` is a ``(warn, fail)`` pair in ``(0, high]`` (``(0, high)`` when ``descending``)
+def check_pair(name: str, value: Any, allowed: str, *, descending: bool = False) -> None:
+    """Raise unless ``value`` is a ``(warn, fail)`` pair in ``(0, 1]`` (``(0, 1)`` when ``descending``)
     ordered ``warn <= fail`` (``fail <= warn`` when ``descending``), naming ``allowed``."""
     pair = list(value) if isinstance(value, (tuple, list)) else []
     numbers = len(pair) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pair)
-    inside = numbers and all(0 < v < high or (v == high and not descending) for v in pair)
+    inside = numbers and all(0 < v < 1 or (v == 1 and not descending) for v in pair)
     if not inside or (pair[1] > pair[0] if descending else pair[0] > pair[1]):
         raise ValueError(f"`{name}` must be a pair (warn, fail) of {allowed}, got {value!r}.")

@@ -4,7 +4,7 @@ the other split (the guide, ``data``, has the thresholds)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -60,12 +60,8 @@ class Relation:
     def details(self) -> dict[str, Any]:
         numbers = {"own_score": self.own, "other_score": self.other, "gap_noise": self.noise}
         found = {"rule": self.rule, "fitted_on": self.fitted, "feature": self.feature}
-        return {
-            **found,
-            **{k: round(v, 4) for k, v in numbers.items()},
-            "z": round(self.z, 1),
-            "needed_z": round(self.needed_z, 1),
-        }
+        rounded = {k: round(v, 4) for k, v in numbers.items()}
+        return {**found, **rounded, "z": round(self.z, 1), "needed_z": round(self.needed_z, 1)}
 
 
 def features(x: Tensor) -> Tensor:
@@ -115,11 +111,7 @@ def lookup_scores(fit: Tensor, y_fit: Tensor, held: Tensor, y_held: Tensor, clas
     table = torch.zeros(fit.shape[1], _BINS, rows.shape[1]).index_put_(
         (torch.arange(fit.shape[1])[:, None].expand_as(bins), bins), rows.expand(fit.shape[1], -1, -1), True
     )
-    counts = torch.zeros(fit.shape[1], _BINS).index_put_(
-        (torch.arange(fit.shape[1])[:, None].expand_as(bins), bins),
-        torch.ones_like(bins, dtype=torch.float),
-        True,
-    )
+    counts = torch.zeros(fit.shape[1], _BINS).scatter_add_(1, bins, torch.ones_like(bins, dtype=torch.float))
     table = torch.where(counts[..., None] > 0, table / counts.clamp_min(1)[..., None], rows.mean(0))
     predicted = table.gather(
         1, torch.searchsorted(edges, held.T.contiguous())[..., None].expand(-1, -1, rows.shape[1])
@@ -175,12 +167,8 @@ def relations(
     found: list[Relation] = []
     n = {s: min(len(y[s]), _MAX_SAMPLES) for s in y}
     for fitted, other in (("train", "val"), ("val", "train")):
-        xf, xo, yf, yo = (
-            x[fitted][: n[fitted]],
-            x[other][: n[other]],
-            y[fitted][: n[fitted]],
-            y[other][: n[other]],
-        )
+        xf, yf = x[fitted][: n[fitted]], y[fitted][: n[fitted]]
+        xo, yo = x[other][: n[other]], y[other][: n[other]]
         ordered = neighbours_alike(features(xf))
         held = torch.arange(len(yf)) >= (len(yf) + 1) // 2 if ordered else torch.arange(len(yf)) % 2 == 1
         if aligned:
@@ -189,13 +177,9 @@ def relations(
         a, b = _standardised(features(xf), features(xo), fitted == "val")
         cross = torch.cdist(b, a)
         within = torch.cdist(a, a).fill_diagonal_(math.inf)
-        # Training must cover validation, not the reverse: training samples farther from validation than 95%
-        # of its samples from each other (an augmentation of training alone) say nothing about pairing; on
-        # both splits' scale, so that a feature validation keeps constant does not outweigh all others.
+        # training must cover validation, not the reverse (an augmentation of training alone: the guide)
         near = (cross.min(1).values <= within.min(1).values.quantile(0.95)) | (fitted == "train")
-        # Repeats inside the fitted split (one subject measured often, a sampler drawing with replacement)
-        # make its own held-out score a memory test: neighbours closer than nearly every sample's 10th
-        # neighbour are left out of it.
+        # repeats inside the fitted split would make its held-out score a memory test: closest pairs left out
         lone = (within[held][:, ~held] > 0).all(1)  # held-out half without an exact copy in the fitted half
         if ordered:  # rows served in runs (one trajectory, one subject): neighbours from the other half only
             within[held[:, None] == held[None, :]] = math.inf
@@ -249,19 +233,15 @@ def _one_feature(
     own = lookup_scores(*half, a[held][lone], y_held, classes)
     cross = lookup_scores(*half, b, y_other, classes)
     needed = max(Z_FLOOR, math.sqrt(2 * math.log(max(2, a.shape[1]))) + 3)
-    best = None
-    for d in range(a.shape[1]):
-        found = Relation("one feature", fitted, *_compare(own[d], y_held, cross[d], y_other, classes), needed)
-        if best is None or found.z > best.z:
-            best, at = found, d
-    if best is None:
+    found = [
+        Relation("one feature", fitted, *_compare(own[d], y_held, cross[d], y_other, classes), needed)
+        for d in range(a.shape[1])
+    ]
+    if not found:
         return []
-    for name in names:
-        width = features(fit[name][:1]).shape[1]
-        if at < width:
-            return [Relation(best.rule, fitted, best.own, best.other, best.noise, needed, f"{name}[:, {at}]")]
-        at -= width
-    return [best]
+    columns = [f"{k}[:, {i}]" for k in names for i in range(features(fit[k][:1]).shape[1])]
+    best = max(range(len(found)), key=lambda d: found[d].z)  # the first of the largest
+    return [replace(found[best], feature=columns[best])]
 
 
 def _per_position(

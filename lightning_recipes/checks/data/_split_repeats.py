@@ -4,7 +4,7 @@ nearest to 10th-nearest training distances at the data's own local dimension (se
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -99,15 +99,9 @@ class Repeats:
 
     def details(self) -> dict[str, Any]:
         """The check's ``details["repeats"]`` entry."""
+        names = ("queries", "keys", "flagged", "expected", "noise", "chance_p", "dimension", "median_ratio")
         return {
-            "queries": self.queries,
-            "keys": self.keys,
-            "flagged": self.flagged,
-            "expected": self.expected,
-            "noise": self.noise,
-            "chance_p": self.chance_p,
-            "dimension": self.dimension,
-            "median_ratio": self.median_ratio,
+            **{name: getattr(self, name) for name in names},
             "examples": [{"val_index": v, "train_index": t} for v, t in self.examples],
             "val_vs_own_share": None if self.own is None else list(self.own[:2]),
             "within_training_rate": self.within_training,
@@ -191,13 +185,12 @@ def repeats_of(
     train: list[Tensor], val: list[Tensor], train_blank: list[bool], val_blank: list[bool]
 ) -> Repeats | None:
     """The repeat test on the float samples of the commonest shape (``None`` without enough of them)."""
-    shapes: dict[tuple[int, ...], int] = defaultdict(int)
-    for index, sample in enumerate(val):
-        if not val_blank[index] and torch.is_floating_point(sample):
-            shapes[tuple(sample.shape)] += 1
+    shapes = Counter(
+        tuple(s.shape) for s, b in zip(val, val_blank, strict=True) if not b and s.is_floating_point()
+    )
     if not shapes:
         return None
-    shape = max(shapes, key=shapes.__getitem__)
+    shape = shapes.most_common(1)[0][0]  # the first seen of the commonest
 
     def usable(samples: list[Tensor], blank: list[bool]) -> list[int]:
         return [

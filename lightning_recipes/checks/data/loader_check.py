@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Subset, TensorDataset
 from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int, check_positive
@@ -74,9 +74,7 @@ class LoaderCheck(SanityCheck):
         check_int("max_samples", max_samples, minimum=10)
         check_positive("z_threshold", z_threshold)
         check_positive("min_expected", min_expected)
-        check_pair(
-            "rarer_ratios", rarer_ratios, "ratios in (0, 1) with fail <= warn", high=1.0, descending=True
-        )
+        check_pair("rarer_ratios", rarer_ratios, "ratios in (0, 1) with fail <= warn", descending=True)
         self.max_samples = max_samples
         self.z_threshold = z_threshold
         self.rarer_ratios = (float(rarer_ratios[0]), float(rarer_ratios[1]))
@@ -225,8 +223,6 @@ def _length(obj: Any) -> int | None:
 
 def _cheap_labels(dataset: Any) -> bool:
     """Whether every label of ``dataset`` can be read without loading samples."""
-    from torch.utils.data import Subset, TensorDataset
-
     if isinstance(dataset, Subset):
         return _cheap_labels(dataset.dataset)
     if isinstance(dataset, TensorDataset):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any, Literal
 
 import torch
@@ -21,9 +21,9 @@ from lightning_recipes.harness import Harness as CheckContext
 
 __all__ = ["SplitOverlapCheck"]
 
-# A training split where this share of samples has a near duplicate within itself is dense: a near match
-# across the splits says nothing there, and only exact copies (and the repeat test) are judged.
-DENSE_RATE = 0.01
+DENSE_RATE = 0.01  # training samples with a near duplicate within training: dense, only exact copies count
+# exact copies of training in this share of validation warn even when training repeats itself as often
+_EXACT_WARN_FRACTION = 0.5
 _MAX_DIM = 1024  # longer float fingerprints are projected (seeded Gaussian) to this many dimensions
 _CHUNK = 256  # rows of the similarity matrix computed at once
 
@@ -99,12 +99,8 @@ class SplitOverlapCheck(SanityCheck):
         train_keys, val_keys = _hashes(train), _hashes(val)
         train_blank, val_blank = _blank(train), _blank(val)
 
-        by_hash: dict[bytes, int] = {}
-        counts: dict[bytes, int] = defaultdict(int)
-        for index, key in enumerate(train_keys):
-            if not train_blank[index]:
-                by_hash.setdefault(key, index)
-                counts[key] += 1
+        counts = Counter(k for k, blank in zip(train_keys, train_blank, strict=True) if not blank)
+        by_hash = {k: i for i, k in reversed(list(enumerate(train_keys))) if not train_blank[i]}  # the first
         train_duplicates = sum(c - 1 for c in counts.values())
         # val index -> train index
         exact = {v: by_hash[k] for v, k in enumerate(val_keys) if not val_blank[v] and k in by_hash}
@@ -169,12 +165,7 @@ class SplitOverlapCheck(SanityCheck):
                 details,
                 action="Deduplicate (hash the samples) and split before oversampling.",
             )
-        if (
-            level == "inconclusive"
-            and repeats is not None
-            and repeats.own is not None
-            and repeats.within_training
-        ):
+        if level == "inconclusive" and repeats and repeats.own and repeats.within_training:
             across, own = repeats.own[:2]
             return self.verdict(
                 "inconclusive",
@@ -220,29 +211,20 @@ class SplitOverlapCheck(SanityCheck):
         groups: dict[tuple[tuple[int, ...], bool], tuple[list[int], list[int]]] = defaultdict(
             lambda: ([], [])
         )
-        for index, sample in enumerate(train):
-            if not train_blank[index]:
-                groups[(tuple(sample.shape), torch.is_floating_point(sample))][0].append(index)
-        for index, sample in enumerate(val):
-            if not val_blank[index]:
-                groups[(tuple(sample.shape), torch.is_floating_point(sample))][1].append(index)
+        for side, (samples, blank) in enumerate(((train, train_blank), (val, val_blank))):
+            for index, sample in enumerate(samples):
+                if not blank[index]:
+                    groups[(tuple(sample.shape), torch.is_floating_point(sample))][side].append(index)
         for (_, floating), (train_ids, val_ids) in groups.items():
             if len(train_ids) < 1:
                 continue
-            t = torch.stack([train[i] for i in train_ids])
-            if floating:
-                methods.add(f"cosine >= {self.near_cosine:g}")
-                t_f = _fingerprint(t)
-                similar: Any = lambda a, b: a @ b.T  # noqa: E731
-                threshold = self.near_cosine
-            else:
-                methods.add(f"{self.near_tokens:.0%} equal tokens")
-                t_f = t.reshape(len(t), -1)
-                similar = _token_similarity
-                threshold = self.near_tokens
+            rows: Any = _fingerprint if floating else lambda s: s.reshape(len(s), -1)
+            similar: Any = (lambda a, b: a @ b.T) if floating else _token_similarity
+            threshold = self.near_cosine if floating else self.near_tokens
+            methods.add(f"cosine >= {threshold:g}" if floating else f"{threshold:.0%} equal tokens")
+            t_f = rows(torch.stack([train[i] for i in train_ids]))
             if val_ids:
-                v = torch.stack([val[i] for i in val_ids])
-                v_f = _fingerprint(v) if floating else v.reshape(len(v), -1)
+                v_f = rows(torch.stack([val[i] for i in val_ids]))
                 best, where = _best_match(v_f, t_f, similar, exclude_self=False)
                 for row in torch.nonzero(best >= threshold).flatten().tolist():  # sync: once per group
                     matches[val_ids[row]] = train_ids[int(where[row])]
@@ -250,12 +232,6 @@ class SplitOverlapCheck(SanityCheck):
                 best, _ = _best_match(t_f, t_f, similar, exclude_self=True)
                 chance += int((best >= threshold).sum())  # sync: once per group
         return matches, chance, " / ".join(sorted(methods)) or "none"
-
-
-# Half the validation set exactly repeating training samples is reported (warn) even when the training set
-# repeats itself as often (an oversampled dataset split afterwards); natural exact repeats of float samples
-# (images, measurements) are rare. Token sequences and one-value samples (codes) repeat naturally: not them.
-_EXACT_WARN_FRACTION = 0.5
 
 
 def _shared_dataset(train_loader: Any, val_loader: Any, fail_fraction: float) -> CheckResult | None:

@@ -81,8 +81,7 @@ class TargetLeakageCheck(SanityCheck):
         super().__init__(**options)
         check_int("num_batches", num_batches, minimum=1)
         check_int("num_eval_batches", num_eval_batches, minimum=1)
-        if num_samples is not None:
-            check_int("num_samples", num_samples, minimum=2)
+        check_int("num_samples", num_samples, minimum=2, optional=True)
         check_in_range("max_accuracy", max_accuracy, 0, 1, low_open=True)
         check_in_range("max_correlation", max_correlation, 0, 1, low_open=True)
         if num_bins is not None:
@@ -118,17 +117,12 @@ class TargetLeakageCheck(SanityCheck):
             "target_as_input": fed,
             "copy_targets": _abstaining(probe_copy_targets, context, first),
         }
-        if uses is False:
-            probes["single_feature"] = Probe(_IGNORED)
-        else:
-            probes["single_feature"] = _abstaining(
-                probe_single_feature,
-                context,
-                train,
-                held_out,
-                max_accuracy=self.max_accuracy,
-                max_correlation=self.max_correlation,
-            )
+        limits = {"max_accuracy": self.max_accuracy, "max_correlation": self.max_correlation}
+        probes["single_feature"] = (
+            Probe(_IGNORED)
+            if uses is False
+            else _abstaining(probe_single_feature, context, train, held_out, **limits)
+        )
         if not any(p.leak for p in probes.values()):
             if uses is False:
                 probes["too_good"] = Probe(_IGNORED)
