@@ -146,7 +146,7 @@ def _compare(
         float((weights.square() * (own - mean_own).square()).sum())
         * dependence_factor(own, weights, DEPENDENCE_Z) ** 2
     )
-    var_other = float(other.var()) / len(other) * dependence_factor(other, z=DEPENDENCE_Z) ** 2
+    var_other = _mean_variance(other)
     return mean_own, float(other.mean()), math.sqrt(var_own + var_other + 1e-12)
 
 
@@ -270,9 +270,9 @@ def _per_position(
     cross = torch.zeros(int(sc.max()) + 1).index_add_(0, sc, cross) / torch.bincount(sc).clamp_min(1)
     own, cross = own[torch.bincount(sb) > 0], cross[torch.bincount(sc) > 0]
     mean_own, mean_other = float(own.mean()), float(cross.mean())
-    noise = math.sqrt(
-        float(own.var()) / len(own) * dependence_factor(own, z=DEPENDENCE_Z) ** 2
-        + float(cross.var()) / len(cross) * dependence_factor(cross, z=DEPENDENCE_Z) ** 2
-        + 1e-12
-    )
+    noise = math.sqrt(_mean_variance(own) + _mean_variance(cross) + 1e-12)
     return [Relation("per position", fitted, mean_own, mean_other, noise, Z_FLOOR)]
+
+
+def _mean_variance(scores: Tensor) -> float:  # widened for dependent rows
+    return float(scores.var()) / len(scores) * dependence_factor(scores, z=DEPENDENCE_Z) ** 2

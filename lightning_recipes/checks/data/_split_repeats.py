@@ -17,8 +17,6 @@ from lightning_recipes.checks.data._relation import features as repeat_features
 __all__ = [
     "ALPHA",
     "MAX_KEYS",
-    "MAX_QUERIES",
-    "REFERENCE_RANK",
     "Repeats",
     "repeat_features",
     "repeat_level",

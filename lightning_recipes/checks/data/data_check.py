@@ -133,8 +133,7 @@ class DataCheck(SanityCheck):
     ) -> None:
         super().__init__(**options)
         check_int("num_batches", num_batches, minimum=1)
-        if num_classes is not None:
-            check_int("num_classes", num_classes, minimum=2)
+        check_int("num_classes", num_classes, minimum=2, optional=True)
         check_positive("max_scale", max_scale)
         check_pair("blank_fractions", blank_fractions, "fractions in (0, 1] with warn <= fail")
         check_pair("duplicate_fractions", duplicate_fractions, "fractions in (0, 1] with warn <= fail")
@@ -152,7 +151,6 @@ class DataCheck(SanityCheck):
         targets = [context.split(b)[1] for b in batches]
         details: dict[str, Any] = {"batches": len(batches)}
         self._found: list[Finding] = []
-        found = self._found
         self._finite(batches, inputs, targets, details)
         self._inputs(inputs, details)
         if not details.get("constant_input_batches"):
@@ -173,7 +171,7 @@ class DataCheck(SanityCheck):
         if uniform is not None:  # pairing is the dataset's: judged on samples drawn as validation's are
             self._splits(context, uniform, details, judge_labels=False)
         self._further_targets(context, batches, details)
-        found.sort(key=lambda f: _ORDER[f.status])
+        found = sorted(self._found, key=lambda f: _ORDER[f.status])
         if found:  # every finding's sentence, the worst first
             details["findings"] = [f.summary for f in found]
             worst = found[0]
@@ -308,12 +306,12 @@ class DataCheck(SanityCheck):
         if not labels:
             return
         flat = torch.cat([t.flatten() for t in labels])
-        bad = _outside(flat, classes, IGNORE_INDEX)
+        bad = _outside(flat, classes)
         if bad.any():  # judged against the loss that consumes the labels, where one does
             batch = next(
                 b
                 for b, t, k in zip(batches, targets, is_label, strict=True)
-                if k and _outside(t, classes, IGNORE_INDEX).any()
+                if k and _outside(t, classes).any()
             )
             consumer = _label_loss(context, batch)
             if consumer is None and self._declared(context) is None:
@@ -324,7 +322,7 @@ class DataCheck(SanityCheck):
             elif isinstance(consumer, tuple):
                 classes, ignore = consumer
                 details.update(num_classes=classes, ignore_index=ignore)
-                bad = _outside(flat, classes, IGNORE_INDEX) & (flat != ignore)
+                bad = _outside(flat, classes) & (flat != ignore)
         details["labels_out_of_range"] = int(bad.sum())
         if details["labels_out_of_range"]:
             seen = flat[bad]
@@ -409,19 +407,15 @@ class DataCheck(SanityCheck):
                 torch.where(y >= 0, torch.searchsorted(codes, y.clamp_min(0)), -1) for y in (y_t, y_v)
             )
             classes = len(codes)
-        found_relations = relations(
+        found = relations(
             {"train": x_t, "val": x_v},
             {"train": y_t, "val": y_v},
             {"train": g_t, "val": g_v},
             classes,
             aligned,
         )
-        if not found_relations:
-            return
-        worst = max(found_relations, key=lambda r: (("pass", "warn", "fail").index(r.level), r.z))
-        details["relation"] = worst.details()
-        if worst.level != "pass":
-            self._found.append(_relation_finding(worst))
+        if (worst := self._pairing(found)) is not None:
+            details["relation"] = worst.details()
 
     def _label_splits(self, y_t: Tensor, y_v: Tensor, details: dict[str, Any]) -> bool:
         """Validation labels unseen in training (``True``: most, a fail) and a shifted distribution."""
@@ -464,9 +458,22 @@ class DataCheck(SanityCheck):
                 {"train": x_t, "val": x_v}, {"train": y_t, "val": y_v}, {"train": {}, "val": {}}, 0, False
             )
             details.setdefault("further_targets", {})[str(key)] = [r.details() for r in found]
-            worst = max(found, key=lambda r: (("pass", "warn", "fail").index(r.level), r.z), default=None)
-            if worst is not None and worst.level != "pass":
-                self._found.append(_relation_finding(worst, f"target {key!r}"))
+            self._pairing(found, f"target {key!r}")
+
+    def _pairing(self, found: list[Relation], target: str = "") -> Relation | None:
+        """The worst relation found (its finding added unless it passes)."""
+        r = max(found, key=lambda r: (("pass", "warn", "fail").index(r.level), r.z), default=None)
+        if r is None or r.level == "pass":
+            return r
+        other = "val" if r.fitted == "train" else "train"
+        summary = f"pairing{' of ' + target if target else ''} differs across splits: {r.rule} fit on "
+        summary += f"{r.fitted} score {r.own:.2f} there, {r.other:.2f} on {other} ({r.z:.0f} SE)"
+        fix = (
+            f"Compare a few {other} samples with their targets: shuffled or remapped labels, an augmentation "
+        )
+        fix += "or crop that moves the input but not its target, a step applied to one split only."
+        self._found.append(Finding(r.level, summary, action=fix))
+        return r
 
 
 def _drawn_uniformly(context: CheckContext, count: int) -> list[Any] | None:
@@ -490,8 +497,8 @@ def _drawn_uniformly(context: CheckContext, count: int) -> list[Any] | None:
         return None
 
 
-def _outside(labels: Tensor, classes: int | None, ignore: int) -> Tensor:
-    return ((labels < 0) & (labels != ignore)) | (labels >= classes if classes is not None else False)
+def _outside(labels: Tensor, classes: int | None) -> Tensor:
+    return ((labels < 0) & (labels != IGNORE_INDEX)) | (labels >= classes if classes is not None else False)
 
 
 def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int] | str | None:
@@ -510,17 +517,6 @@ def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int] | str | No
         if call.num_classes is not None and call.integer_target and read:
             return call.num_classes, int(call.kwargs.get("ignore_index", IGNORE_INDEX))
     return None
-
-
-def _relation_finding(r: Relation, target: str = "") -> Finding:
-    other = "val" if r.fitted == "train" else "train"
-    return Finding(
-        r.level,
-        f"pairing{' of ' + target if target else ''} differs across splits: {r.rule} fit on {r.fitted} score "
-        f"{r.own:.2f} there, {r.other:.2f} on {other} ({r.z:.0f} SE)",
-        action=f"Compare a few {other} samples with their targets: shuffled or remapped labels, an "
-        "augmentation or crop that moves the input but not its target, a step applied to one split only.",
-    )
 
 
 def _stacked(

@@ -167,9 +167,7 @@ class LoaderCheck(SanityCheck):
             return self.verdict("fail", summary, details, action=action)
         if beyond:
             c = beyond[0]
-            status: Literal["fail", "warn"] = (
-                "fail" if c.ratio <= fail_ratio or c.served_count == 0 else "warn"
-            )
+            status: Literal["fail", "warn"] = "fail" if c.ratio <= fail_ratio else "warn"  # never served: 0
             summary = (
                 f"the sampler makes class {c.label} rarer: {c.dataset_share:.2%} of the data, "
                 f"{c.served_share:.2%} served (z = {c.z:.1f})"
@@ -208,10 +206,8 @@ def _empty(split: str, loader: Any) -> tuple[str, str]:
 def _batches(loader: Any, served: Any) -> str:
     if served is not None and served.complete:
         return str(served.batches)
-    try:
-        return str(len(loader))
-    except Exception:
-        return ">= 1"
+    length = _length(loader)
+    return ">= 1" if length is None else str(length)
 
 
 def _length(obj: Any) -> int | None:
