@@ -230,11 +230,10 @@ def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
             evidence=evidence,
         )
     where = {"same": "at the same position", "back1": "one back", "back2": "two back"}.get(worst, "")
+    learns = f"to copy the input token {where}" if where else "the token two ahead, not the next"
     return Probe(
         leak=True,
-        summary=f"{by_shift[worst]:.0%} of {trained} trained positions learn to copy the input token {where}"
-        if where
-        else f"{by_shift[worst]:.0%} of {trained} trained positions learn the token two ahead, not the next",
+        summary=f"{by_shift[worst]:.0%} of {trained} trained positions learn {learns}",
         action="Shift the LM targets: inputs = tokens[:, :-1], targets = tokens[:, 1:] (or logits[:, :-1] vs "
         "labels[:, 1:])."
         if where

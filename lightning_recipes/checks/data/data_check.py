@@ -177,9 +177,8 @@ class DataCheck(SanityCheck):
             worst = found[0]
             status: Status = "fail" if worst.status == "fail" else "warn"
             return self.verdict(status, worst.summary, details, action=worst.action)
-        return CheckResult(
-            self.name, "pass", f"{len(batches)} batch(es): finite, varied, labelled and paired", details
-        )
+        passed = f"{len(batches)} batch(es): finite, varied, labelled and paired"
+        return self.verdict("pass", passed, details)
 
     def _add(self, status: Literal["fail", "warn"], summary: str, action: str) -> None:
         self._found.append(Finding(status, summary, action=action))
@@ -392,9 +391,7 @@ class DataCheck(SanityCheck):
             x_v, y_v, g_v = x_v[keep_v], y_v[keep_v], {k: v[keep_v] for k, v in g_v.items()}
             codes, y_all = torch.unique(torch.cat([y_t, y_v]), return_inverse=True)
             y_t, y_v, classes = y_all[: len(y_t)], y_all[len(y_t) :], len(codes)
-        elif y_t.is_complex() or y_t.dtype == torch.bool:
-            return
-        if not relate:
+        if not relate or y_t.is_complex() or y_t.dtype == torch.bool:
             return
         aligned = _aligned(x_t, y_t)
         if not aligned and (y_t.ndim > 2 or not (y_t.is_floating_point() or classes)):

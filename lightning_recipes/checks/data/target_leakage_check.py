@@ -150,9 +150,7 @@ class TargetLeakageCheck(SanityCheck):
             raise CheckSkipped(
                 "no leakage test applies here: " + "; ".join(f"{n}: {p.reason}" for n, p in probes.items())
             )
-        return CheckResult(
-            self.name, "pass", f"no target leakage in {len(ran)} of {len(probes)} tests", details
-        )
+        return self.verdict("pass", f"no target leakage in {len(ran)} of {len(probes)} tests", details)
 
 
 def _abstaining(probe: Any, *args: Any, **kwargs: Any) -> Any:
