@@ -1,5 +1,4 @@
-"""The four sub-tests of ``target_leakage`` (target fed, copy targets, single feature, too good), each
-returning a :class:`Probe`: its verdict, one sentence with the numbers, its evidence."""
+"""The four sub-tests of ``target_leakage`` (target fed, copy targets, single feature, too good)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What a loader serves, read cheaply from its sampler and dataset: one epoch's indices, the labels at them,
-whether it yields a batch, and a loader over the distinct indices served (``loader`` and ``data``)."""
+"""What a loader serves (indices, labels, a batch at all), read cheaply from its sampler and dataset."""
 
 from __future__ import annotations
 

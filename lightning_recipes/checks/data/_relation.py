@@ -1,5 +1,4 @@
-"""``data``'s pairing test: a rule fitted on one split scores as well on held-out samples of that split as on
-the other split (the guide, ``data``, has the thresholds)."""
+"""``data``'s pairing test: a rule fitted on one split scores as well on the other (see the guide)."""
 
 from __future__ import annotations
 

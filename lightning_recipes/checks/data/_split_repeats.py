@@ -1,5 +1,4 @@
-"""``split_overlap``'s repeat test: validation samples that repeat a training sample, judged by the ratio of
-nearest to 10th-nearest training distances at the data's own local dimension (see the guide)."""
+"""``split_overlap``'s repeat test: validation samples that repeat a training sample (see the guide)."""
 
 from __future__ import annotations
 

@@ -179,11 +179,10 @@ class LoaderCheck(SanityCheck):
                 f"class {c.label} is served at {c.ratio:.2f} x its share, within sampling noise "
                 f"(z = {c.z:.1f}); a longer epoch (`num_samples`) would tell"
             )
-        rarest = classes[0]
         return self.verdict(
             "pass",
             f"{batches}; all {len(classes)} classes served at their share or more "
-            f"(rarest z = {rarest.z:.1f})",
+            f"(rarest z = {classes[0].z:.1f})",
             details,
         )
 

@@ -106,8 +106,7 @@ class TargetLeakageCheck(SanityCheck):
         args = self.num_batches, self.num_eval_batches, self.num_samples
         train, held_out, validation = held_out_split(context, *args)
         source = "validation batches" if validation else "held-out training batches (no validation loader)"
-        inputs, targets = context.split(train[0])
-        if inputs is None or targets is None:
+        if any(t is None for t in context.split(train[0])):
             raise CheckSkipped(
                 "cannot find both the input and the target tensor; pass `input_key` / `target_key`."
             )
