@@ -30,6 +30,7 @@ from torch.nn.modules.loss import _Loss
 
 from lightning_recipes.checks._probe import seed_all
 from lightning_recipes.checks.loss._expected_loss import (
+    CLASSIFICATION,
     binary_entropy,
     ce_floor,
     loss_call_for,
@@ -39,14 +40,11 @@ from lightning_recipes.checks.loss._expected_loss import (
 from lightning_recipes.harness import Harness, LossCall, LossRecorder, batch_entries, first_tensor
 
 # fmt: off
-__all__ = ["CLASSIFICATION", "LabelCount", "LossFloor", "LossProbe", "descent_ray", "drop_cause",
+__all__ = ["LabelCount", "LossFloor", "LossProbe", "descent_ray", "drop_cause",
            "falls_without_bound", "input_bounds", "label_evidence", "learned_scale", "loss_along",
            "loss_floor", "padding_reason", "probe_step", "scale_of"]
 # fmt: on
 
-CLASSIFICATION = frozenset(
-    {"cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"}
-)
 _RESHAPES = frozenset({"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "CloneBackward0"})
 _PASS_THROUGH = _RESHAPES | {  # ops that keep every value of their input: bounds carry through them
     f"{op}Backward{n}"
@@ -98,12 +96,8 @@ def _fn_bounds(fn: Any, depth: int) -> Bounds | None:
     return Bounds(low, high, how, bounds.simplex and scale == 1.0, None if reshaped else bounds.simplex_dim)
 
 
-def _sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
-
-
 _SQUASHERS = {
-    "SigmoidBackward0": ("sigmoid", _sigmoid, 0.0, 1.0),
+    "SigmoidBackward0": ("sigmoid", lambda x: torch.tensor(x, dtype=torch.double).sigmoid().item(), 0.0, 1.0),
     "TanhBackward0": ("tanh", math.tanh, -1.0, 1.0),
 }
 
@@ -227,18 +221,15 @@ def _ce(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | No
 
 
 def _bce_logits(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | None:
+    if call.kwargs.get("pos_weight") is not None:
+        return None
     target = target_of(call).detach().double()
     low, high = (-math.inf, math.inf) if bounds is None else (bounds.low, bounds.high)
-    pos_weight = call.kwargs.get("pos_weight")
-    weight = 1.0 if pos_weight is None else pos_weight.detach().double()
-    best = (torch.log(weight * target) - torch.log1p(-target)).clamp(min=low, max=high)  # the minimiser
-    best = torch.nan_to_num(best, nan=0.0)
-    per_element = torch.nan_to_num(
-        weight * target * F.softplus(-best) + (1 - target) * F.softplus(best), nan=0.0
-    )
+    best = (target.log() - torch.log1p(-target)).clamp(min=low, max=high).nan_to_num(nan=0.0)  # the minimiser
+    per_element = (target * F.softplus(-best) + (1 - target) * F.softplus(best)).nan_to_num(nan=0.0)
     own = reduced(binary_entropy(target.clamp(1e-12, 1 - 1e-12)), reduction)
     floor = reduced(per_element, reduction)
-    if floor <= 1e-9 or pos_weight is not None:
+    if floor <= 1e-9:
         return None
     if bounds is not None and floor > own + 1e-6:
         how = f"binary_cross_entropy_with_logits reads logits, but its input comes from {bounds.how}"
@@ -293,17 +284,16 @@ def probe_step(context: Harness, model: pl.LightningModule, batch: Any, seed: in
     sites: list[tuple[int, nn.Module, int, Tensor]] = []  # (depth, module, call index, output)
     counts: dict[int, int] = {}
 
-    def hook(depth: int) -> Any:
-        def record(module: nn.Module, _args: Any, output: Any) -> None:
-            counts[id(module)] = index = counts.get(id(module), -1) + 1
-            tensor = first_tensor(output)
-            if tensor is not None and (depth == 0 or tensor.ndim > 0):
-                sites.append((depth, module, index, tensor))
-
-        return record
+    def record(depth: int, module: nn.Module, _args: Any, output: Any) -> None:
+        counts[id(module)] = index = counts.get(id(module), -1) + 1
+        tensor = first_tensor(output)
+        if tensor is not None and (depth == 0 or tensor.ndim > 0):
+            sites.append((depth, module, index, tensor))
 
     children = [c for c in model.children() if not isinstance(c, _Loss)]
-    handles = [model.register_forward_hook(hook(0))] + [c.register_forward_hook(hook(1)) for c in children]
+    handles = [
+        m.register_forward_hook(functools.partial(record, int(m is not model))) for m in [model, *children]
+    ]
     seed_all(seed)
     try:
         with LossRecorder(batch, inspect_output=input_bounds) as recorder, torch.enable_grad():
@@ -550,17 +540,13 @@ def drop_cause(call: LossCall, label: LabelCount) -> str:
     v, kwargs = label.value, call.kwargs
     if label.kind == "class" and kwargs.get("ignore_index") == v:
         return f"`ignore_index={v}` in {call.function}"
-    for name in ("weight", "pos_weight"):
-        weights = kwargs.get(name)
-        if (
-            isinstance(weights, Tensor)
-            and label.kind != "binary"
-            and (name == "weight") == (label.kind == "class")
-        ):
-            flat = weights.reshape(-1)
-            at = min(v, flat.numel() - 1) if flat.numel() == 1 or v < flat.numel() else None
-            if at is not None and v >= 0 and float(flat[at]) == 0:  # sync: once, on a failure
-                return f"`{name}[{v}] = 0` in {call.function}"
+    name = {"class": "weight", "column": "pos_weight"}.get(label.kind, "")
+    weights = kwargs.get(name)
+    if isinstance(weights, Tensor):
+        flat = weights.reshape(-1)
+        at = min(v, flat.numel() - 1) if flat.numel() == 1 or v < flat.numel() else None
+        if at is not None and v >= 0 and float(flat[at]) == 0:  # sync: once, on a failure
+            return f"`{name}[{v}] = 0` in {call.function}"
     return f"masked or multiplied by 0 around the {call.function} call, or its gradient cut (a .detach())"
 
 

@@ -66,8 +66,7 @@ class InitLossCheck(SanityCheck):
         super().__init__(**options)
         if expected_loss is not None and not is_number(expected_loss):
             raise ValueError(f"`expected_loss` must be a finite number or None, got {expected_loss!r}.")
-        if num_classes is not None:
-            check_int("num_classes", num_classes, minimum=2)
+        check_int("num_classes", num_classes, minimum=2, optional=True)
         check_int("num_batches", num_batches, minimum=1)
         check_positive("warn_rtol", warn_rtol)
         check_positive("high_rtol", high_rtol)
@@ -109,9 +108,7 @@ class InitLossCheck(SanityCheck):
         }
         if not math.isfinite(measured):
             action = "Run the data check (NaN/Inf); use cross_entropy on logits instead of log(softmax)."
-            return CheckResult(
-                self.name, "fail", f"the loss at init is {measured}, not finite", details, action=action
-            )
+            return self.verdict("fail", f"the loss at init is {measured}, not finite", details, action=action)
         if expected is None:
             raise CheckSkipped(f"loss {measured:.4g}: {expectation.reason}"[:111])
         ratio = measured / expected
@@ -165,11 +162,8 @@ class InitLossCheck(SanityCheck):
     def _expectation(self, calls: list[LossCall | None]) -> Expectation:
         if self.expected_loss is not None:
             return Expectation(float(self.expected_loss), "given expected_loss", self.num_classes, "given")
-        if self.num_classes is not None:
-            classes = self.num_classes
-            return Expectation(
-                math.log(classes), f"ln {classes}, num_classes given", classes, f"ln {classes}"
-            )
+        if (n := self.num_classes) is not None:
+            return Expectation(math.log(n), f"ln {n}, num_classes given", n, f"ln {n}")
         first = calls[0]
         if first is None or any(call is None for call in calls):
             reason = (
@@ -222,8 +216,7 @@ class InitLossCheck(SanityCheck):
 
 
 def _at_uniform_prediction(calls: list[LossCall | None]) -> float | None:
-    """The mean loss of the recorded logit losses with every logit zero (a uniform prediction); ``None`` for
-    other losses."""
+    """The mean recorded logit loss with every logit 0 (a uniform prediction); ``None`` for other losses."""
     values = []
     for call in calls:
         if call is None or call.target is None or call.function not in _LOGIT_LOSSES:

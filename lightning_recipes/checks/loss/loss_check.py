@@ -14,9 +14,8 @@ from typing_extensions import Unpack, override
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._probe import Finding
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
-from lightning_recipes.checks.loss._expected_loss import REGRESSION
+from lightning_recipes.checks.loss._expected_loss import CLASSIFICATION, REGRESSION
 from lightning_recipes.checks.loss._loss_probe import (
-    CLASSIFICATION,
     LossProbe,
     descent_ray,
     drop_cause,

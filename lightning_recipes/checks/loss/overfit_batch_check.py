@@ -69,8 +69,7 @@ class OverfitBatchCheck(SanityCheck):
         super().__init__(**options)
         check_int("max_steps", max_steps, minimum=1)
         check_in_range("target_ratio", target_ratio, 0, 1, low_open=True, high_open=True)
-        if num_samples is not None:
-            check_int("num_samples", num_samples, minimum=1)
+        check_int("num_samples", num_samples, minimum=1, optional=True)
         self.max_steps = max_steps
         self.target_ratio = target_ratio
         self.num_samples = num_samples
