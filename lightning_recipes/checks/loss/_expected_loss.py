@@ -124,15 +124,13 @@ def known_floor(calls: Sequence[LossCall], loss: Tensor) -> KnownFloor | None:
     """
     call = loss_call_for(calls, loss)
     terms = [call] if call is not None else [c for c in calls if c.loss is not None and c.loss.numel() > 0]
-    if not terms:
-        return None
-    if call is None:
-        total = torch.stack(
-            [c.loss.detach().double().mean().cpu() for c in terms if c.loss is not None]
-        ).sum()
+    if call is None:  # a plain sum of two or more calls, else not known
         value = loss.detach().double().reshape(-1).cpu()
-        if len(terms) < 2 or value.numel() != 1 or not bool(torch.isclose(total, value[0], rtol=1e-5)):
-            return None  # sync: once
+        if len(terms) < 2 or value.numel() != 1:
+            return None
+        means = [c.loss.detach().double().mean().cpu() for c in terms if c.loss is not None]
+        if not bool(torch.isclose(torch.stack(means).sum(), value[0], rtol=1e-5)):  # sync: once
+            return None
     floors = [floor for floor in map(own_floor, terms) if floor is not None]
     if len(floors) < len(terms):
         return None
@@ -272,7 +270,7 @@ def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
             weighted, f"ln 2 per output weighted by pos_weight, {call.function}", label="ln 2 weighted"
         )
     rate, predicted, samples = _positive_rates(calls, logits)
-    entropy_t = -(rate * rate.clamp_min(1e-12).log() + (1 - rate) * (1 - rate).clamp_min(1e-12).log())
+    entropy_t = binary_entropy(rate)
     q = predicted.clamp(1e-12, 1 - 1e-12)
     kl_t = -entropy_t - rate * q.log() - (1 - rate) * (1 - q).log()  # KL(rate || q) per output
     kl_prediction, kl_uniform = float(kl_t.sum()), float((ln2 - entropy_t).sum())

@@ -42,7 +42,7 @@ from lightning_recipes.harness import Harness, LossCall, LossRecorder, batch_ent
 # fmt: off
 __all__ = ["LabelCount", "LossFloor", "LossProbe", "descent_ray", "drop_cause",
            "falls_without_bound", "input_bounds", "label_evidence", "learned_scale", "loss_along",
-           "loss_floor", "padding_reason", "probe_step", "scale_of"]
+           "loss_floor", "modules_run", "padding_reason", "probe_step", "scale_of"]
 # fmt: on
 
 _RESHAPES = frozenset({"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "CloneBackward0"})
@@ -319,6 +319,19 @@ def probe_step(context: Harness, model: pl.LightningModule, batch: Any, seed: in
         probe.call = next((c for c in connected if c.target_keys), connected[0] if connected else None)
     probe.call_grad = next((g for c, g in zip(calls, grads[1:]) if c is probe.call), None)
     return probe
+
+
+def modules_run(context: Harness, model: pl.LightningModule, batch: Any) -> list[tuple[str, nn.Module]]:
+    """``(name, module)`` per forward one no-grad ``training_step`` on ``batch`` ran, as each one ended."""
+    ran: list[tuple[str, nn.Module]] = []
+    hooks = [m.register_forward_hook(lambda m, *_, n=n: ran.append((n, m))) for n, m in model.named_modules()]
+    try:
+        with torch.no_grad():
+            context.training_loss(model, batch)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return ran
 
 
 @dataclass

@@ -17,6 +17,7 @@ from lightning_recipes.checks.loss._expected_loss import (
     loss_call_for,
     record_loss_calls,
 )
+from lightning_recipes.checks.loss._loss_probe import modules_run
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, Status
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import LossCall
@@ -183,26 +184,15 @@ class InitLossCheck(SanityCheck):
         """The last module with parameters of its own that the forward ran, and the mean loss with those
         parameters scaled by 0.1 (on a copy); ``None`` when no such module ran."""
         model = context.copy_model()
-        ran: list[str] = []
-        names = {module: name for name, module in model.named_modules() if name}
-        hooks = [
-            module.register_forward_hook(lambda m, *_: ran.append(names[m]))
-            for module in names
-            if next(module.parameters(recurse=False), None) is not None
-        ]
-        try:
-            with torch.no_grad():
-                context.training_loss(model, batches[0], 0)
-        finally:
-            for hook in hooks:
-                hook.remove()
+        ran = modules_run(context, model, batches[0])
+        ran = [(n, m) for n, m in ran if n and next(m.parameters(recurse=False), None) is not None]
         if not ran:
             return None
         with torch.no_grad():
-            for parameter in model.get_submodule(ran[-1]).parameters(recurse=False):
+            for parameter in ran[-1][1].parameters(recurse=False):
                 parameter.mul_(0.1)
             losses = [context.training_loss(model, batch, i).float() for i, batch in enumerate(batches)]
-        return ran[-1], torch.stack(losses).mean().item()  # sync: once, only for a loss too high
+        return ran[-1][0], torch.stack(losses).mean().item()  # sync: once, only for a loss too high
 
     @staticmethod
     def _summed(ratio: float, batch: object, context: CheckContext) -> int | None:

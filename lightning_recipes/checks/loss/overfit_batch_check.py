@@ -18,7 +18,7 @@ from lightning_recipes.checks.loss._expected_loss import (
     loss_call_for,
     record_loss_calls,
 )
-from lightning_recipes.checks.loss._loss_probe import input_bounds, loss_floor
+from lightning_recipes.checks.loss._loss_probe import input_bounds, loss_floor, modules_run
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import batch_size_of
@@ -167,14 +167,7 @@ def _untrained(
     context: CheckContext, model: pl.LightningModule, optimizers: list[Optimizer], batch: Any
 ) -> tuple[float, list[str]]:
     """The share of the weights ``training_step`` uses that no optimizer step can change."""
-    ran: set[int] = set()
-    handles = [m.register_forward_pre_hook(lambda module, _: ran.add(id(module))) for m in model.modules()]
-    try:
-        with torch.no_grad():
-            context.training_loss(model, batch)
-    finally:
-        for handle in handles:
-            handle.remove()
+    ran = {id(module) for _, module in modules_run(context, model, batch)}
     stepped = {id(p) for o in optimizers for g in o.param_groups if g.get("lr", 1) != 0 for p in g["params"]}
     used = {
         id(p): (f"{prefix}.{name}".lstrip("."), p)
