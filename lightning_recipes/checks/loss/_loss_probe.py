@@ -267,10 +267,9 @@ def _bce_probabilities(call: LossCall, reduction: str, bounds: Bounds) -> LossFl
 
 @dataclass
 class LossProbe:
-    """One ``training_step`` with gradients: the loss, its calls, the main call, the output, gradients."""
+    """One ``training_step`` with gradients: the loss, the main loss call, the output, their gradients."""
 
     loss: Tensor
-    calls: list[LossCall]
     call: LossCall | None = None
     call_grad: Tensor | None = None
     output: Tensor | None = None
@@ -303,7 +302,7 @@ def probe_step(context: Harness, model: pl.LightningModule, batch: Any, seed: in
             handle.remove()
     calls, root = recorder.calls, [s for s in sites if s[0] == 0]
     chosen = root[-1] if root else (sites[-1] if sites else None)
-    probe = LossProbe(loss.detach(), calls, differentiable=loss.requires_grad)
+    probe = LossProbe(loss.detach(), differentiable=loss.requires_grad)
     if chosen is not None:
         probe.output, probe.site = chosen[3], (chosen[1], chosen[2])
     probe.call = loss_call_for(calls, loss)
@@ -369,14 +368,12 @@ def descent_ray(output: Tensor, grad: Tensor) -> Ray | None:
     rms = float(grad.pow(2).mean().sqrt())  # sync: once
     if rms == 0 or not math.isfinite(rms):
         return None
-    through = (
-        f" (through its final {name.removesuffix('Backward0').lower().replace('logsoftmax', 'log_softmax')})"
-    )
+    direction = (-grad / rms).to(base.dtype)
     if squash is None and base.is_floating_point() and bool((base >= 0).all()):  # sync: once
         # a point the model cannot reach measures nothing: a ray that needs negative squared errors does
-        kept = " (kept >= 0, as every output at init is)"
-        return Ray(start, (-grad / rms).to(base.dtype), torch.relu, kept)
-    return Ray(start, (-grad / rms).to(base.dtype), squash, through if squash is not None else "")
+        return Ray(start, direction, torch.relu, " (kept >= 0, as every output at init is)")
+    final = name.removesuffix("Backward0").lower().replace("logsoftmax", "log_softmax")
+    return Ray(start, direction, squash, f" (through its final {final})" if squash is not None else "")
 
 
 def _final_activation(output: Tensor) -> tuple[Any, int]:

@@ -36,7 +36,6 @@ class LossDrop(NamedTuple):
     drop: float  # mean loss of the first steps minus mean loss of the last ones
     noise: float  # standard error of that difference, from the step-to-step spread of the loss
     fell: bool  # drop > 2 x noise: the model learned
-    start: float = math.nan  # mean loss of the first steps (the level the drop is measured from)
 
 
 def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
@@ -62,7 +61,7 @@ def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
         first, last = values[: n // 2], values[n - n // 2 :]
     drop = float(first.mean() - last.mean())
     noise = math.hypot(float(standard_error(first)), float(standard_error(last)))  # Welch: SE of a difference
-    return LossDrop(drop, noise, drop > 2 * noise, float(first.mean()))
+    return LossDrop(drop, noise, drop > 2 * noise)
 
 
 class Gain(NamedTuple):
