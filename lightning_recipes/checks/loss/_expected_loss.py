@@ -78,8 +78,7 @@ def record_loss_calls(
     inspect_input: Callable[[Tensor], Any] | None = None, batch: Any = None
 ) -> Generator[list[LossCall], None, None]:
     """Record every call of :data:`KINDS` inside the block (``inspect_input`` runs on each prediction at call
-    time; with ``batch``, each call names its entries). Cost: a Python hook on every torch call in the block.
-    """
+    time; with ``batch``, each call names its entries). Cost: a Python hook on each torch call in it."""
     with LossRecorder(batch, functions=KINDS, inspect_output=inspect_input) as recorder:
         yield recorder.calls
 

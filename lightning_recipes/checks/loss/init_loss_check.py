@@ -181,8 +181,7 @@ class InitLossCheck(SanityCheck):
 
     @staticmethod
     def _with_output_layer_scaled(context: CheckContext, batches: list[Any]) -> tuple[str, float] | None:
-        """The last module with parameters of its own that the forward ran, and the mean loss with those
-        parameters scaled by 0.1 (on a copy); ``None`` when no such module ran."""
+        """The last module with parameters of its own that ran, and the mean loss with them scaled by 0.1."""
         model = context.copy_model()
         ran = modules_run(context, model, batches[0])
         ran = [(n, m) for n, m in ran if n and next(m.parameters(recurse=False), None) is not None]
