@@ -479,7 +479,7 @@ class LabelCount:
     saturated: int = 0
 
 
-def label_evidence(call: LossCall, grad: Tensor | None) -> dict[tuple[str, int], LabelCount] | None:
+def label_evidence(call: LossCall, grad: Tensor | None) -> list[LabelCount] | None:
     """Per target value of ``call``, how many positions ``grad`` reaches; ``None`` for other losses."""
     if call.function not in CLASSIFICATION or call.target is None or grad is None:
         return None
@@ -495,21 +495,17 @@ def label_evidence(call: LossCall, grad: Tensor | None) -> dict[tuple[str, int],
     if out.ndim >= 2 and out.shape[-1] > 1:
         w = out.shape[-1]
         positive, moved, saturated = (t.reshape(-1, w) for t in (target > 0, moved, saturated))
-        return {
-            ("column", k): _count(
-                f"label {k} (positive)", "column", k, positive[:, k], moved[:, k], saturated[:, k]
-            )
+        return [
+            _count(f"label {k} (positive)", "column", k, positive[:, k], moved[:, k], saturated[:, k])
             for k in range(w)
-        }
+        ]
     flat, moved, saturated = target.reshape(-1), moved.reshape(-1), saturated.reshape(-1)
     if not bool(((flat == 0) | (flat == 1)).all()):  # sync: once
-        return {("column", 0): _count("positive target", "column", 0, flat > 0, moved, saturated)}
-    return {("binary", v): _count(f"target {v}", "binary", v, flat == v, moved, saturated) for v in (0, 1)}
+        return [_count("positive target", "column", 0, flat > 0, moved, saturated)]
+    return [_count(f"target {v}", "binary", v, flat == v, moved, saturated) for v in (0, 1)]
 
 
-def _categorical(
-    call: LossCall, out: Tensor, moved: Tensor, target: Tensor
-) -> dict[tuple[str, int], LabelCount] | None:
+def _categorical(call: LossCall, out: Tensor, moved: Tensor, target: Tensor) -> list[LabelCount] | None:
     if out.ndim < 2:
         return None
     classes = out.shape[1]
@@ -519,10 +515,7 @@ def _categorical(
         if target.shape != out.shape:
             return None
         soft, none = target.movedim(1, -1).reshape(-1, classes), torch.zeros_like(moved)
-        return {
-            ("class", k): _count(f"class {k}", "class", k, soft[:, k] > 0, moved, none)
-            for k in range(classes)
-        }
+        return [_count(f"class {k}", "class", k, soft[:, k] > 0, moved, none) for k in range(classes)]
     flat = target.reshape(-1)
     if flat.numel() != scores.shape[0]:
         return None
@@ -534,9 +527,7 @@ def _categorical(
     sat = torch.bincount(inverse, weights=saturated.double(), minlength=len(values))
     hit = torch.bincount(inverse, weights=(moved & ~saturated).double(), minlength=len(values))
     rows = zip(values.tolist(), total.tolist(), sat.tolist(), hit.tolist())  # sync: once
-    return {
-        ("class", v): LabelCount(f"class {v}", "class", v, int(n - s), int(m), int(s)) for v, n, s, m in rows
-    }
+    return [LabelCount(f"class {v}", "class", v, int(n - s), int(m), int(s)) for v, n, s, m in rows]
 
 
 def _count(name: str, kind: str, value: int, where: Tensor, moved: Tensor, saturated: Tensor) -> LabelCount:

@@ -126,8 +126,8 @@ class LossCheck(SanityCheck):
         evidence = [label_evidence(p.call, p.call_grad) for p, _ in same if p.call is not None]
         merged: dict[Any, list[Any]] = {}  # [label, count, moved, saturated, batches in, batches dropped]
         for index, found in enumerate(evidence):
-            for key, label in (found or {}).items():
-                entry = merged.setdefault(key, [label, 0, 0, 0, [], []])
+            for label in found or []:
+                entry = merged.setdefault((label.kind, label.value), [label, 0, 0, 0, [], []])
                 entry[1:4] = entry[1] + label.count, entry[2] + label.moved, entry[3] + label.saturated
                 entry[4] += [index] if label.count else []
                 entry[5] += [index] if label.count and not label.moved else []
