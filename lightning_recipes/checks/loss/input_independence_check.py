@@ -234,12 +234,12 @@ class InputIndependenceCheck(SanityCheck):
             return self.verdict("inconclusive", summary, details, action=action)
         # the model-free control, the input as the prediction, on 8 training batches then held out: where it
         # beats moved pairs, the fit fell short, not the data
-        trained = _input_as_prediction(context, train[:8]) if stalled else None
-        held = _input_as_prediction(context, chunks) if trained is not None else None
-        if trained is not None and held is not None:
-            details["input_as_prediction"] = {"train": trained._asdict(), "held_out": held._asdict()}
-        if trained is not None and held is not None and trained.low > 0 and held.low > 0:
-            copied = min(trained, held)
+        as_train = _input_as_prediction(context, train[:8]) if stalled else None
+        as_held = _input_as_prediction(context, chunks) if as_train is not None else None
+        if as_train is not None and as_held is not None:
+            details["input_as_prediction"] = {"train": as_train._asdict(), "held_out": as_held._asdict()}
+        if as_train is not None and as_held is not None and as_train.low > 0 and as_held.low > 0:
+            copied = min(as_train, as_held)
             summary = (
                 f"held-out loss {means[0]:.4g} real vs {means[2]:.4g} permuted, but the input as prediction "
                 f"beats moved pairs ({copied.gain:+.0%}): no verdict"
