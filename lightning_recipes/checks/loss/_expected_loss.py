@@ -265,9 +265,8 @@ def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
     if isinstance(pos_weight, Tensor):
         t = target.double()
         weighted = float((pos_weight.double() * t + (1 - t)).mean()) * ln2  # sync: once
-        return Expectation(
-            weighted, f"ln 2 per output weighted by pos_weight, {call.function}", label="ln 2 weighted"
-        )
+        source = f"ln 2 per output weighted by pos_weight, {call.function}"
+        return Expectation(weighted, source, label="ln 2 weighted")
     rate, predicted, samples = _positive_rates(calls, logits)
     entropy_t = binary_entropy(rate)
     q = predicted.clamp(1e-12, 1 - 1e-12)

@@ -215,9 +215,8 @@ def _ce(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | No
     if bounds is not None and per_sample > own + 1e-9:
         how = f"cross_entropy reads logits, but its input comes from {bounds.how} (spread <= {spread:g})"
         return LossFloor(per_sample * count, True, how, own * count)
-    return LossFloor(
-        per_sample * count, False, f"label smoothing {smoothing:g} over {classes} classes", own * count
-    )
+    how = f"label smoothing {smoothing:g} over {classes} classes"
+    return LossFloor(per_sample * count, False, how, own * count)
 
 
 def _bce_logits(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | None:
@@ -247,9 +246,7 @@ def _bce_probabilities(call: LossCall, reduction: str, bounds: Bounds) -> LossFl
             return None
         width, positives = output.shape[dim], target.sum(dim)
         empty = -width * math.log1p(-1.0 / width) if width > 1 else math.inf  # no positive: spread evenly
-        per_row = torch.where(
-            positives > 0, positives * positives.clamp_min(1).log(), torch.full_like(positives, empty)
-        )
+        per_row = torch.where(positives > 0, positives * positives.clamp_min(1).log(), empty)
         total = float(per_row.sum())  # sync: once
         floor = total if reduction == "sum" else total / max(target.numel(), 1)
         how = (

@@ -357,9 +357,8 @@ class InputIndependenceCheck(SanityCheck):
         for model, _ in copies:
             model.eval()
             with torch.no_grad(), perturbed("held-out batches cut into chunks"):
-                rows.append(
-                    torch.stack([context.training_loss(model, c, i).float() for i, c in enumerate(chunks)])
-                )
+                losses = [context.training_loss(model, chunk, i).float() for i, chunk in enumerate(chunks)]
+                rows.append(torch.stack(losses))
             model.train()
         return torch.stack(rows).cpu()
 
