@@ -196,11 +196,8 @@ class InitLossCheck(SanityCheck):
     @staticmethod
     def _summed(ratio: float, batch: object, context: CheckContext) -> int | None:
         """The count of targets (or samples) in a batch the ratio is close to: a loss summed over them."""
-        size = batch_size_of(batch, context.input_key)
-        _, targets = context.split(batch)
-        counts = {size} if size else set()
-        if targets is not None and targets.numel() > 1:
-            counts.add(targets.numel())
+        size, (_, targets) = batch_size_of(batch, context.input_key), context.split(batch)
+        counts = {n for n in (size, None if targets is None else targets.numel()) if n}
         return next((n for n in sorted(counts) if n > 2 and abs(ratio / n - 1) < 0.15), None)
 
 

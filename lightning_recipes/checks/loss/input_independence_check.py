@@ -14,7 +14,7 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import standard_error, t_quantile
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._probe import held_out_split
+from lightning_recipes.checks._probe import held_out_split, seeded
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
@@ -290,8 +290,7 @@ class InputIndependenceCheck(SanityCheck):
 
     @staticmethod
     def _setup(context: CheckContext) -> tuple[Any, list[torch.optim.Optimizer]]:
-        torch.manual_seed(context.seed)  # every copy starts from the same init-time randomness
-        model = context.copy_model()
+        model = seeded(context.seed, context.copy_model)  # every copy: the same init-time randomness
         return model, context.build_optimizers(model).optimizers
 
     @staticmethod

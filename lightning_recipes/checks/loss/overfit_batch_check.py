@@ -89,10 +89,9 @@ class OverfitBatchCheck(SanityCheck):
         floor, known = (None if call is None else loss_floor(call)), known_floor(calls, loss)
         size = batch_size_of(batch, context.input_key)
         details: dict[str, Any] = {"samples": size}
-        if floor is not None and floor.bounded:
-            details |= {"floor": floor.value, "floor_from": floor.how}
-        elif known is not None:
-            details |= {"floor": known.value, "floor_from": known.how}
+        shown = floor if floor is not None and floor.bounded else known  # a bound's floor first
+        if shown is not None:
+            details |= {"floor": shown.value, "floor_from": shown.how}
         on, start = f"{size or 'one batch of'} samples", float(loss.detach())
         target = _target(start, known, self.target_ratio)
         if floor is not None and floor.bounded and floor.value > target:  # provably unreachable: not trained
