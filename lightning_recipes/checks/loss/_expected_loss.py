@@ -26,14 +26,16 @@ from torch import Tensor
 from lightning_recipes.harness import LossCall, LossRecorder
 
 # fmt: off
-__all__ = ["KINDS", "REGRESSION", "Expectation", "KnownFloor", "binary_entropy", "ce_floor",
+__all__ = ["CLASSIFICATION", "KINDS", "REGRESSION", "Expectation", "KnownFloor", "binary_entropy", "ce_floor",
            "expected_initial_loss", "is_prior_output", "known_floor", "loss_call_for", "record_loss_calls",
            "reduced", "target_of"]
 # fmt: on
 
 REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
-KINDS = frozenset({"cross_entropy", "nll_loss", "binary_cross_entropy_with_logits", "binary_cross_entropy"})
-KINDS = KINDS | REGRESSION
+CLASSIFICATION = frozenset(
+    {"cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"}
+)
+KINDS = CLASSIFICATION | REGRESSION
 _PRIOR_SHARE = 0.25  # KL(labels || mean prediction) below this share of KL(labels || uniform): a prior
 _MIN_SKEW = 0.1  # nats: labels closer than this to uniform are read as uniform (the verdict cannot change)
 
@@ -76,10 +78,8 @@ def record_loss_calls(
     inspect_input: Callable[[Tensor], Any] | None = None, batch: Any = None
 ) -> Generator[list[LossCall], None, None]:
     """Record every call of :data:`KINDS` inside the block (``inspect_input`` runs on each prediction at call
-    time; with ``batch``, each call names its entries). Cost: a Python hook on every torch call in the block.
-    """
-    recorder = LossRecorder(batch, functions=KINDS, inspect_output=inspect_input)
-    with recorder:
+    time; with ``batch``, each call names its entries). Cost: a Python hook on each torch call in it."""
+    with LossRecorder(batch, functions=KINDS, inspect_output=inspect_input) as recorder:
         yield recorder.calls
 
 
@@ -123,15 +123,13 @@ def known_floor(calls: Sequence[LossCall], loss: Tensor) -> KnownFloor | None:
     """
     call = loss_call_for(calls, loss)
     terms = [call] if call is not None else [c for c in calls if c.loss is not None and c.loss.numel() > 0]
-    if not terms:
-        return None
-    if call is None:
-        total = torch.stack(
-            [c.loss.detach().double().mean().cpu() for c in terms if c.loss is not None]
-        ).sum()
+    if call is None:  # a plain sum of two or more calls, else not known
         value = loss.detach().double().reshape(-1).cpu()
-        if len(terms) < 2 or value.numel() != 1 or not bool(torch.isclose(total, value[0], rtol=1e-5)):
-            return None  # sync: once
+        if len(terms) < 2 or value.numel() != 1:
+            return None
+        means = [c.loss.detach().double().mean().cpu() for c in terms if c.loss is not None]
+        if not bool(torch.isclose(torch.stack(means).sum(), value[0], rtol=1e-5)):  # sync: once
+            return None
     floors = [floor for floor in map(own_floor, terms) if floor is not None]
     if len(floors) < len(terms):
         return None
@@ -148,28 +146,19 @@ def own_floor(call: LossCall) -> tuple[float, str] | None:
         return 0.0, "0"
     if call.target is None or call.function not in KINDS:
         return None
-    target = call.target.detach().double()
-    weighted = call.kwargs.get("weight") is not None or call.kwargs.get("pos_weight") is not None
+    target, weighted = call.target.detach().double(), call.kwargs.get("weight") is not None
     if call.function == "cross_entropy":
-        classes = call.num_classes
+        classes, smoothing = call.num_classes, float(call.kwargs.get("label_smoothing") or 0.0)
         assert classes is not None
-        smoothing = float(call.kwargs.get("label_smoothing") or 0.0)
-        if call.integer_target:
-            if smoothing <= 0:
-                return 0.0, "0"
-            if call.kwargs.get("weight") is not None:
-                return None
-            kept = int((call.target != call.kwargs.get("ignore_index", -100)).sum())  # sync: once
-            per = ce_floor(classes, smoothing, math.inf)
-            total = per * kept
-            value = (
-                total
-                if reduction == "sum"
-                else total / max(kept if reduction == "mean" else target.numel(), 1)
-            )
-            return value, f"label smoothing {smoothing:g}'s entropy"
-        if call.kwargs.get("weight") is not None:
+        if call.integer_target and smoothing <= 0:
+            return 0.0, "0"
+        if weighted:
             return None
+        if call.integer_target:
+            kept = int((call.target != call.kwargs.get("ignore_index", -100)).sum())  # sync: once
+            total = ce_floor(classes, smoothing, math.inf) * kept
+            divisor = 1 if reduction == "sum" else max(kept if reduction == "mean" else target.numel(), 1)
+            return total / divisor, f"label smoothing {smoothing:g}'s entropy"
         if bool((target < 0).any()):  # sync: once
             return None
         smoothed = target * (1 - smoothing) + smoothing / classes
@@ -179,7 +168,7 @@ def own_floor(call: LossCall) -> tuple[float, str] | None:
         return reduced(entropy, reduction), "the targets' entropy"
     if bool(((target == 0) | (target == 1)).all()):  # sync: once
         return 0.0, "0"
-    if weighted:
+    if weighted or call.kwargs.get("pos_weight") is not None:
         return None
     return reduced(binary_entropy(target), reduction), "the targets' entropy"
 
@@ -206,16 +195,12 @@ def reduced(per_element: Tensor, reduction: str) -> float:
 def expected_initial_loss(call: LossCall, batches: Sequence[LossCall] = ()) -> Expectation:
     """The loss an untrained model should score for ``call`` (``ln C``, ``ln 2`` per output, or the prior's
     entropy; ``reason`` says why not); ``batches``: the same call on more batches."""
-    calls = [call, *batches]
-    if call.function in REGRESSION:
-        return Expectation(
-            None, "", reason=f"{call.function} (regression, reconstruction) has no known value at init"
-        )
     if call.function in ("cross_entropy", "nll_loss"):
-        return _categorical(call, calls)
+        return _categorical(call, [call, *batches])
     if call.function in ("binary_cross_entropy_with_logits", "binary_cross_entropy"):
-        return _binary(call, calls)
-    return Expectation(None, "", reason=f"{call.function} has no known value at init")
+        return _binary(call, [call, *batches])
+    kind = " (regression, reconstruction)" if call.function in REGRESSION else ""
+    return Expectation(None, "", reason=f"{call.function}{kind} has no known value at init")
 
 
 def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
@@ -280,11 +265,10 @@ def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
     if isinstance(pos_weight, Tensor):
         t = target.double()
         weighted = float((pos_weight.double() * t + (1 - t)).mean()) * ln2  # sync: once
-        return Expectation(
-            weighted, f"ln 2 per output weighted by pos_weight, {call.function}", label="ln 2 weighted"
-        )
+        source = f"ln 2 per output weighted by pos_weight, {call.function}"
+        return Expectation(weighted, source, label="ln 2 weighted")
     rate, predicted, samples = _positive_rates(calls, logits)
-    entropy_t = -(rate * rate.clamp_min(1e-12).log() + (1 - rate) * (1 - rate).clamp_min(1e-12).log())
+    entropy_t = binary_entropy(rate)
     q = predicted.clamp(1e-12, 1 - 1e-12)
     kl_t = -entropy_t - rate * q.log() - (1 - rate) * (1 - q).log()  # KL(rate || q) per output
     kl_prediction, kl_uniform = float(kl_t.sum()), float((ln2 - entropy_t).sum())

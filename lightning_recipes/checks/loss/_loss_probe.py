@@ -30,6 +30,7 @@ from torch.nn.modules.loss import _Loss
 
 from lightning_recipes.checks._probe import seed_all
 from lightning_recipes.checks.loss._expected_loss import (
+    CLASSIFICATION,
     binary_entropy,
     ce_floor,
     loss_call_for,
@@ -39,14 +40,11 @@ from lightning_recipes.checks.loss._expected_loss import (
 from lightning_recipes.harness import Harness, LossCall, LossRecorder, batch_entries, first_tensor
 
 # fmt: off
-__all__ = ["CLASSIFICATION", "LabelCount", "LossFloor", "LossProbe", "descent_ray", "drop_cause",
+__all__ = ["LabelCount", "LossFloor", "LossProbe", "descent_ray", "drop_cause",
            "falls_without_bound", "input_bounds", "label_evidence", "learned_scale", "loss_along",
-           "loss_floor", "padding_reason", "probe_step", "scale_of"]
+           "loss_floor", "modules_run", "padding_reason", "probe_step", "scale_of"]
 # fmt: on
 
-CLASSIFICATION = frozenset(
-    {"cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"}
-)
 _RESHAPES = frozenset({"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "CloneBackward0"})
 _PASS_THROUGH = _RESHAPES | {  # ops that keep every value of their input: bounds carry through them
     f"{op}Backward{n}"
@@ -98,12 +96,8 @@ def _fn_bounds(fn: Any, depth: int) -> Bounds | None:
     return Bounds(low, high, how, bounds.simplex and scale == 1.0, None if reshaped else bounds.simplex_dim)
 
 
-def _sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
-
-
 _SQUASHERS = {
-    "SigmoidBackward0": ("sigmoid", _sigmoid, 0.0, 1.0),
+    "SigmoidBackward0": ("sigmoid", lambda x: torch.tensor(x, dtype=torch.double).sigmoid().item(), 0.0, 1.0),
     "TanhBackward0": ("tanh", math.tanh, -1.0, 1.0),
 }
 
@@ -221,24 +215,20 @@ def _ce(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | No
     if bounds is not None and per_sample > own + 1e-9:
         how = f"cross_entropy reads logits, but its input comes from {bounds.how} (spread <= {spread:g})"
         return LossFloor(per_sample * count, True, how, own * count)
-    return LossFloor(
-        per_sample * count, False, f"label smoothing {smoothing:g} over {classes} classes", own * count
-    )
+    how = f"label smoothing {smoothing:g} over {classes} classes"
+    return LossFloor(per_sample * count, False, how, own * count)
 
 
 def _bce_logits(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | None:
+    if call.kwargs.get("pos_weight") is not None:
+        return None
     target = target_of(call).detach().double()
     low, high = (-math.inf, math.inf) if bounds is None else (bounds.low, bounds.high)
-    pos_weight = call.kwargs.get("pos_weight")
-    weight = 1.0 if pos_weight is None else pos_weight.detach().double()
-    best = (torch.log(weight * target) - torch.log1p(-target)).clamp(min=low, max=high)  # the minimiser
-    best = torch.nan_to_num(best, nan=0.0)
-    per_element = torch.nan_to_num(
-        weight * target * F.softplus(-best) + (1 - target) * F.softplus(best), nan=0.0
-    )
+    best = (target.log() - torch.log1p(-target)).clamp(min=low, max=high).nan_to_num(nan=0.0)  # the minimiser
+    per_element = (target * F.softplus(-best) + (1 - target) * F.softplus(best)).nan_to_num(nan=0.0)
     own = reduced(binary_entropy(target.clamp(1e-12, 1 - 1e-12)), reduction)
     floor = reduced(per_element, reduction)
-    if floor <= 1e-9 or pos_weight is not None:
+    if floor <= 1e-9:
         return None
     if bounds is not None and floor > own + 1e-6:
         how = f"binary_cross_entropy_with_logits reads logits, but its input comes from {bounds.how}"
@@ -256,9 +246,7 @@ def _bce_probabilities(call: LossCall, reduction: str, bounds: Bounds) -> LossFl
             return None
         width, positives = output.shape[dim], target.sum(dim)
         empty = -width * math.log1p(-1.0 / width) if width > 1 else math.inf  # no positive: spread evenly
-        per_row = torch.where(
-            positives > 0, positives * positives.clamp_min(1).log(), torch.full_like(positives, empty)
-        )
+        per_row = torch.where(positives > 0, positives * positives.clamp_min(1).log(), empty)
         total = float(per_row.sum())  # sync: once
         floor = total if reduction == "sum" else total / max(target.numel(), 1)
         how = (
@@ -276,10 +264,9 @@ def _bce_probabilities(call: LossCall, reduction: str, bounds: Bounds) -> LossFl
 
 @dataclass
 class LossProbe:
-    """One ``training_step`` with gradients: the loss, its calls, the main call, the output, gradients."""
+    """One ``training_step`` with gradients: the loss, the main loss call, the output, their gradients."""
 
     loss: Tensor
-    calls: list[LossCall]
     call: LossCall | None = None
     call_grad: Tensor | None = None
     output: Tensor | None = None
@@ -293,17 +280,16 @@ def probe_step(context: Harness, model: pl.LightningModule, batch: Any, seed: in
     sites: list[tuple[int, nn.Module, int, Tensor]] = []  # (depth, module, call index, output)
     counts: dict[int, int] = {}
 
-    def hook(depth: int) -> Any:
-        def record(module: nn.Module, _args: Any, output: Any) -> None:
-            counts[id(module)] = index = counts.get(id(module), -1) + 1
-            tensor = first_tensor(output)
-            if tensor is not None and (depth == 0 or tensor.ndim > 0):
-                sites.append((depth, module, index, tensor))
-
-        return record
+    def record(depth: int, module: nn.Module, _args: Any, output: Any) -> None:
+        counts[id(module)] = index = counts.get(id(module), -1) + 1
+        tensor = first_tensor(output)
+        if tensor is not None and (depth == 0 or tensor.ndim > 0):
+            sites.append((depth, module, index, tensor))
 
     children = [c for c in model.children() if not isinstance(c, _Loss)]
-    handles = [model.register_forward_hook(hook(0))] + [c.register_forward_hook(hook(1)) for c in children]
+    handles = [
+        m.register_forward_hook(functools.partial(record, int(m is not model))) for m in [model, *children]
+    ]
     seed_all(seed)
     try:
         with LossRecorder(batch, inspect_output=input_bounds) as recorder, torch.enable_grad():
@@ -313,7 +299,7 @@ def probe_step(context: Harness, model: pl.LightningModule, batch: Any, seed: in
             handle.remove()
     calls, root = recorder.calls, [s for s in sites if s[0] == 0]
     chosen = root[-1] if root else (sites[-1] if sites else None)
-    probe = LossProbe(loss.detach(), calls, differentiable=loss.requires_grad)
+    probe = LossProbe(loss.detach(), differentiable=loss.requires_grad)
     if chosen is not None:
         probe.output, probe.site = chosen[3], (chosen[1], chosen[2])
     probe.call = loss_call_for(calls, loss)
@@ -329,6 +315,19 @@ def probe_step(context: Harness, model: pl.LightningModule, batch: Any, seed: in
         probe.call = next((c for c in connected if c.target_keys), connected[0] if connected else None)
     probe.call_grad = next((g for c, g in zip(calls, grads[1:]) if c is probe.call), None)
     return probe
+
+
+def modules_run(context: Harness, model: pl.LightningModule, batch: Any) -> list[tuple[str, nn.Module]]:
+    """``(name, module)`` per forward one no-grad ``training_step`` on ``batch`` ran, as each one ended."""
+    ran: list[tuple[str, nn.Module]] = []
+    hooks = [m.register_forward_hook(lambda m, *_, n=n: ran.append((n, m))) for n, m in model.named_modules()]
+    try:
+        with torch.no_grad():
+            context.training_loss(model, batch)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return ran
 
 
 @dataclass
@@ -366,14 +365,12 @@ def descent_ray(output: Tensor, grad: Tensor) -> Ray | None:
     rms = float(grad.pow(2).mean().sqrt())  # sync: once
     if rms == 0 or not math.isfinite(rms):
         return None
-    through = (
-        f" (through its final {name.removesuffix('Backward0').lower().replace('logsoftmax', 'log_softmax')})"
-    )
+    direction = (-grad / rms).to(base.dtype)
     if squash is None and base.is_floating_point() and bool((base >= 0).all()):  # sync: once
         # a point the model cannot reach measures nothing: a ray that needs negative squared errors does
-        kept = " (kept >= 0, as every output at init is)"
-        return Ray(start, (-grad / rms).to(base.dtype), torch.relu, kept)
-    return Ray(start, (-grad / rms).to(base.dtype), squash, through if squash is not None else "")
+        return Ray(start, direction, torch.relu, " (kept >= 0, as every output at init is)")
+    final = name.removesuffix("Backward0").lower().replace("logsoftmax", "log_softmax")
+    return Ray(start, direction, squash, f" (through its final {final})" if squash is not None else "")
 
 
 def _final_activation(output: Tensor) -> tuple[Any, int]:
@@ -479,7 +476,7 @@ class LabelCount:
     saturated: int = 0
 
 
-def label_evidence(call: LossCall, grad: Tensor | None) -> dict[tuple[str, int], LabelCount] | None:
+def label_evidence(call: LossCall, grad: Tensor | None) -> list[LabelCount] | None:
     """Per target value of ``call``, how many positions ``grad`` reaches; ``None`` for other losses."""
     if call.function not in CLASSIFICATION or call.target is None or grad is None:
         return None
@@ -495,21 +492,17 @@ def label_evidence(call: LossCall, grad: Tensor | None) -> dict[tuple[str, int],
     if out.ndim >= 2 and out.shape[-1] > 1:
         w = out.shape[-1]
         positive, moved, saturated = (t.reshape(-1, w) for t in (target > 0, moved, saturated))
-        return {
-            ("column", k): _count(
-                f"label {k} (positive)", "column", k, positive[:, k], moved[:, k], saturated[:, k]
-            )
+        return [
+            _count(f"label {k} (positive)", "column", k, positive[:, k], moved[:, k], saturated[:, k])
             for k in range(w)
-        }
+        ]
     flat, moved, saturated = target.reshape(-1), moved.reshape(-1), saturated.reshape(-1)
     if not bool(((flat == 0) | (flat == 1)).all()):  # sync: once
-        return {("column", 0): _count("positive target", "column", 0, flat > 0, moved, saturated)}
-    return {("binary", v): _count(f"target {v}", "binary", v, flat == v, moved, saturated) for v in (0, 1)}
+        return [_count("positive target", "column", 0, flat > 0, moved, saturated)]
+    return [_count(f"target {v}", "binary", v, flat == v, moved, saturated) for v in (0, 1)]
 
 
-def _categorical(
-    call: LossCall, out: Tensor, moved: Tensor, target: Tensor
-) -> dict[tuple[str, int], LabelCount] | None:
+def _categorical(call: LossCall, out: Tensor, moved: Tensor, target: Tensor) -> list[LabelCount] | None:
     if out.ndim < 2:
         return None
     classes = out.shape[1]
@@ -519,10 +512,7 @@ def _categorical(
         if target.shape != out.shape:
             return None
         soft, none = target.movedim(1, -1).reshape(-1, classes), torch.zeros_like(moved)
-        return {
-            ("class", k): _count(f"class {k}", "class", k, soft[:, k] > 0, moved, none)
-            for k in range(classes)
-        }
+        return [_count(f"class {k}", "class", k, soft[:, k] > 0, moved, none) for k in range(classes)]
     flat = target.reshape(-1)
     if flat.numel() != scores.shape[0]:
         return None
@@ -534,9 +524,7 @@ def _categorical(
     sat = torch.bincount(inverse, weights=saturated.double(), minlength=len(values))
     hit = torch.bincount(inverse, weights=(moved & ~saturated).double(), minlength=len(values))
     rows = zip(values.tolist(), total.tolist(), sat.tolist(), hit.tolist())  # sync: once
-    return {
-        ("class", v): LabelCount(f"class {v}", "class", v, int(n - s), int(m), int(s)) for v, n, s, m in rows
-    }
+    return [LabelCount(f"class {v}", "class", v, int(n - s), int(m), int(s)) for v, n, s, m in rows]
 
 
 def _count(name: str, kind: str, value: int, where: Tensor, moved: Tensor, saturated: Tensor) -> LabelCount:
@@ -550,17 +538,13 @@ def drop_cause(call: LossCall, label: LabelCount) -> str:
     v, kwargs = label.value, call.kwargs
     if label.kind == "class" and kwargs.get("ignore_index") == v:
         return f"`ignore_index={v}` in {call.function}"
-    for name in ("weight", "pos_weight"):
-        weights = kwargs.get(name)
-        if (
-            isinstance(weights, Tensor)
-            and label.kind != "binary"
-            and (name == "weight") == (label.kind == "class")
-        ):
-            flat = weights.reshape(-1)
-            at = min(v, flat.numel() - 1) if flat.numel() == 1 or v < flat.numel() else None
-            if at is not None and v >= 0 and float(flat[at]) == 0:  # sync: once, on a failure
-                return f"`{name}[{v}] = 0` in {call.function}"
+    name = {"class": "weight", "column": "pos_weight"}.get(label.kind, "")
+    weights = kwargs.get(name)
+    if isinstance(weights, Tensor):
+        flat = weights.reshape(-1)
+        at = min(v, flat.numel() - 1) if flat.numel() == 1 or v < flat.numel() else None
+        if at is not None and v >= 0 and float(flat[at]) == 0:  # sync: once, on a failure
+            return f"`{name}[{v}] = 0` in {call.function}"
     return f"masked or multiplied by 0 around the {call.function} call, or its gradient cut (a .detach())"
 
 

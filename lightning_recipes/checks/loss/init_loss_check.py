@@ -17,6 +17,7 @@ from lightning_recipes.checks.loss._expected_loss import (
     loss_call_for,
     record_loss_calls,
 )
+from lightning_recipes.checks.loss._loss_probe import modules_run
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, Status
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import LossCall
@@ -66,8 +67,7 @@ class InitLossCheck(SanityCheck):
         super().__init__(**options)
         if expected_loss is not None and not is_number(expected_loss):
             raise ValueError(f"`expected_loss` must be a finite number or None, got {expected_loss!r}.")
-        if num_classes is not None:
-            check_int("num_classes", num_classes, minimum=2)
+        check_int("num_classes", num_classes, minimum=2, optional=True)
         check_int("num_batches", num_batches, minimum=1)
         check_positive("warn_rtol", warn_rtol)
         check_positive("high_rtol", high_rtol)
@@ -109,9 +109,7 @@ class InitLossCheck(SanityCheck):
         }
         if not math.isfinite(measured):
             action = "Run the data check (NaN/Inf); use cross_entropy on logits instead of log(softmax)."
-            return CheckResult(
-                self.name, "fail", f"the loss at init is {measured}, not finite", details, action=action
-            )
+            return self.verdict("fail", f"the loss at init is {measured}, not finite", details, action=action)
         if expected is None:
             raise CheckSkipped(f"loss {measured:.4g}: {expectation.reason}"[:111])
         ratio = measured / expected
@@ -165,11 +163,8 @@ class InitLossCheck(SanityCheck):
     def _expectation(self, calls: list[LossCall | None]) -> Expectation:
         if self.expected_loss is not None:
             return Expectation(float(self.expected_loss), "given expected_loss", self.num_classes, "given")
-        if self.num_classes is not None:
-            classes = self.num_classes
-            return Expectation(
-                math.log(classes), f"ln {classes}, num_classes given", classes, f"ln {classes}"
-            )
+        if (n := self.num_classes) is not None:
+            return Expectation(math.log(n), f"ln {n}, num_classes given", n, f"ln {n}")
         first = calls[0]
         if first is None or any(call is None for call in calls):
             reason = (
@@ -186,44 +181,28 @@ class InitLossCheck(SanityCheck):
 
     @staticmethod
     def _with_output_layer_scaled(context: CheckContext, batches: list[Any]) -> tuple[str, float] | None:
-        """The last module with parameters of its own that the forward ran, and the mean loss with those
-        parameters scaled by 0.1 (on a copy); ``None`` when no such module ran."""
+        """The last module with parameters of its own that ran, and the mean loss with them scaled by 0.1."""
         model = context.copy_model()
-        ran: list[str] = []
-        names = {module: name for name, module in model.named_modules() if name}
-        hooks = [
-            module.register_forward_hook(lambda m, *_: ran.append(names[m]))
-            for module in names
-            if next(module.parameters(recurse=False), None) is not None
-        ]
-        try:
-            with torch.no_grad():
-                context.training_loss(model, batches[0], 0)
-        finally:
-            for hook in hooks:
-                hook.remove()
+        ran = modules_run(context, model, batches[0])
+        ran = [(n, m) for n, m in ran if n and next(m.parameters(recurse=False), None) is not None]
         if not ran:
             return None
         with torch.no_grad():
-            for parameter in model.get_submodule(ran[-1]).parameters(recurse=False):
+            for parameter in ran[-1][1].parameters(recurse=False):
                 parameter.mul_(0.1)
             losses = [context.training_loss(model, batch, i).float() for i, batch in enumerate(batches)]
-        return ran[-1], torch.stack(losses).mean().item()  # sync: once, only for a loss too high
+        return ran[-1][0], torch.stack(losses).mean().item()  # sync: once, only for a loss too high
 
     @staticmethod
     def _summed(ratio: float, batch: object, context: CheckContext) -> int | None:
         """The count of targets (or samples) in a batch the ratio is close to: a loss summed over them."""
-        size = batch_size_of(batch, context.input_key)
-        _, targets = context.split(batch)
-        counts = {size} if size else set()
-        if targets is not None and targets.numel() > 1:
-            counts.add(targets.numel())
+        size, (_, targets) = batch_size_of(batch, context.input_key), context.split(batch)
+        counts = {n for n in (size, None if targets is None else targets.numel()) if n}
         return next((n for n in sorted(counts) if n > 2 and abs(ratio / n - 1) < 0.15), None)
 
 
 def _at_uniform_prediction(calls: list[LossCall | None]) -> float | None:
-    """The mean loss of the recorded logit losses with every logit zero (a uniform prediction); ``None`` for
-    other losses."""
+    """The mean recorded logit loss with every logit 0 (a uniform prediction); ``None`` for other losses."""
     values = []
     for call in calls:
         if call is None or call.target is None or call.function not in _LOGIT_LOSSES:

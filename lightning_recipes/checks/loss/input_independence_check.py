@@ -14,7 +14,7 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import standard_error, t_quantile
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._probe import held_out_split
+from lightning_recipes.checks._probe import held_out_split, seeded
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
@@ -36,7 +36,6 @@ class LossDrop(NamedTuple):
     drop: float  # mean loss of the first steps minus mean loss of the last ones
     noise: float  # standard error of that difference, from the step-to-step spread of the loss
     fell: bool  # drop > 2 x noise: the model learned
-    start: float = math.nan  # mean loss of the first steps (the level the drop is measured from)
 
 
 def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
@@ -62,25 +61,12 @@ def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
         first, last = values[: n // 2], values[n - n // 2 :]
     drop = float(first.mean() - last.mean())
     noise = math.hypot(float(standard_error(first)), float(standard_error(last)))  # Welch: SE of a difference
-    return LossDrop(drop, noise, drop > 2 * noise, float(first.mean()))
-
-
-def relative_gain(real: float, control: float) -> float:
-    """``(control - real) / max(|control|, |real|)``, bounded to [-2, 2]; 0 when both are 0.
-
-    Example:
-        >>> relative_gain(0.5, 1.0), relative_gain(1.0, 1e-12), relative_gain(0.0, 0.0)
-        (0.5, -0.999999999999, 0.0)
-    """
-    scale = max(abs(control), abs(real))
-    if not math.isfinite(scale):
-        return -math.inf if not math.isfinite(real) else math.inf
-    return (control - real) / scale if scale > 0 else 0.0
+    return LossDrop(drop, noise, drop > 2 * noise)
 
 
 class Gain(NamedTuple):
-    """The real copy's held-out gain over a control (:func:`relative_gain` of the means) with its one-sided
-    :data:`CONFIDENCE` bounds, from the paired per-chunk differences."""
+    """The real copy's held-out gain over a control, ``(control - real) / max(|control|, |real|)`` of the
+    means (0 when both are 0), with its one-sided :data:`CONFIDENCE` bounds from the paired differences."""
 
     gain: float
     noise: float  # standard error of the gain
@@ -96,15 +82,19 @@ def held_out_gain(real: Tensor, control: Tensor) -> Gain:
         >>> gain = held_out_gain(real, control)
         >>> round(gain.gain, 3), gain.low > 0
         (0.512, True)
+        >>> held_out_gain(torch.zeros(3), torch.zeros(3)).gain  # both 0: no gain
+        0.0
     """
     real_mean, control_mean = float(real.double().mean()), float(control.double().mean())
-    gain = relative_gain(real_mean, control_mean)
-    count = len(real)
-    scale = max(abs(real_mean), abs(control_mean), 1e-12)
-    if count < 3 or not math.isfinite(gain):
+    scale = max(abs(control_mean), abs(real_mean))
+    if math.isfinite(scale):
+        gain = (control_mean - real_mean) / scale if scale > 0 else 0.0
+    else:
+        gain = -math.inf if not math.isfinite(real_mean) else math.inf
+    if len(real) < 3 or not math.isfinite(gain):
         return Gain(gain, math.inf, -math.inf, math.inf)
-    noise = float(standard_error((control - real).double())) / scale
-    spread = t_quantile(CONFIDENCE, count - 1) * noise
+    noise = float(standard_error((control - real).double())) / max(scale, 1e-12)
+    spread = t_quantile(CONFIDENCE, len(real) - 1) * noise
     return Gain(gain, noise, gain - spread, gain + spread)
 
 
@@ -169,8 +159,7 @@ class InputIndependenceCheck(SanityCheck):
         check_int("num_batches", num_batches, minimum=1)
         check_int("num_eval_batches", num_eval_batches, minimum=1)
         check_in_range("min_improvement", min_improvement, 0, 1, high_open=True)
-        if num_samples is not None:
-            check_int("num_samples", num_samples, minimum=1)
+        check_int("num_samples", num_samples, minimum=1, optional=True)
         self.max_steps = max_steps
         self.num_batches = num_batches
         self.num_eval_batches = num_eval_batches
@@ -231,48 +220,44 @@ class InputIndependenceCheck(SanityCheck):
         )
         if passed:
             return self.verdict("pass", f"{stated} after {step} steps", details)
-        # fail: real pairs fit no meaningfully faster than permuted ones (the 99% bound of the gain under
-        # `min_improvement`: a significant 0.3% is still two arbitrary labellings memorised alike), and held
-        # out the real inputs do no better than none, or than the same inputs with permuted targets (no gain
-        # beyond noise and its bound under `min_improvement`: the control decides, whatever zeroed inputs do)
+        # the guide's rules: a fail needs `stalled` (it learned, no faster fit, no held-out gain)
         same_fit = fitted.high < self.min_improvement
         no_gain = removed.low <= 0 or (permuted.low <= 0 and permuted.high < self.min_improvement)
-        # the target is the input itself: learning the mean first looks like ignoring the input, unless the
-        # copy given other samples' inputs trained exactly alike (the input moves nothing)
-        ignored = torch.equal(torch.stack(losses[0]), torch.stack(losses[1]))
-        if learned.fell and same_fit and no_gain and not keep and reconstruction and not ignored:
+        stalled = learned.fell and same_fit and no_gain
+        ignored = torch.equal(torch.stack(losses[0]), torch.stack(losses[1]))  # the input moves nothing
+        if stalled and not keep and reconstruction and not ignored:  # the target is the input itself
             summary = (
                 f"the target is the input itself: held-out loss {means[0]:.4g} real vs {means[1]:.4g} no "
                 "inputs, but the input moves the loss; learning the mean first looks alike: no verdict"
             )
             action = "Judge the reconstructions themselves (overfit_batch), or give it more steps."
             return self.verdict("inconclusive", summary, details, action=action)
-        shown = _input_pairing(context, train, chunks) if learned.fell and same_fit and no_gain else None
-        if shown is not None:
-            details["input_as_prediction"] = {split: gain._asdict() for split, gain in shown.items()}
-        pairs_real = shown is not None and all(gain.low > 0 for gain in shown.values())
-        if shown is not None and pairs_real:  # the fit fell short, not the data
-            copied = min(shown.values())
+        # the model-free control, the input as the prediction, on 8 training batches then held out: where it
+        # beats moved pairs, the fit fell short, not the data
+        as_train = _input_as_prediction(context, train[:8]) if stalled else None
+        as_held = _input_as_prediction(context, chunks) if as_train is not None else None
+        if as_train is not None and as_held is not None:
+            details["input_as_prediction"] = {"train": as_train._asdict(), "held_out": as_held._asdict()}
+        if as_train is not None and as_held is not None and as_train.low > 0 and as_held.low > 0:
+            copied = min(as_train, as_held)
             summary = (
                 f"held-out loss {means[0]:.4g} real vs {means[2]:.4g} permuted, but the input as prediction "
                 f"beats moved pairs ({copied.gain:+.0%}): no verdict"
             )
             action = "Give it more steps (InputIndependenceCheck(max_steps=)) or judge it with overfit_batch."
             return self.verdict("inconclusive", summary, details, action=action)
-        # still learning: the real copy's held-out loss falls at every look while its gain over the permuted
-        # control grows (shuffled labels can show the gain grow only as the control, memorising a fixed
-        # permutation, gets worse faster than the real copy, whose held-out loss rises)
+        # still learning: the real copy's held-out loss falls at every look while its gain over permuted grows
         trend, real = [look["gain"] for look in looks], [look["real"] for look in looks]
         rising = len(trend) >= 3 and trend[-1] > 0 and all(b > a for a, b in itertools.pairwise(trend))
         falling = all(b < a for a, b in itertools.pairwise(real))
-        if learned.fell and same_fit and no_gain and rising and falling and fitted.low > 0:
+        if stalled and rising and falling and fitted.low > 0:
             summary = (
                 f"held-out gain over permuted targets {trend[-1]:+.1%}, rising at each look, "
                 f"{fitted.gain:+.1%} in training: still learning, no verdict"
             )
             action = "Give it more steps: InputIndependenceCheck(max_steps=)."
             return self.verdict("inconclusive", summary, details, action=action)
-        if learned.fell and same_fit and no_gain:
+        if stalled:
             control = f"{means[1]:.4g} no inputs" if removed.low <= 0 else f"{means[2]:.4g} permuted targets"
             summary = (
                 f"held-out loss {means[0]:.4g} real vs {control}; real pairs fit no better "
@@ -305,8 +290,7 @@ class InputIndependenceCheck(SanityCheck):
 
     @staticmethod
     def _setup(context: CheckContext) -> tuple[Any, list[torch.optim.Optimizer]]:
-        torch.manual_seed(context.seed)  # every copy starts from the same init-time randomness
-        model = context.copy_model()
+        model = seeded(context.seed, context.copy_model)  # every copy: the same init-time randomness
         return model, context.build_optimizers(model).optimizers
 
     @staticmethod
@@ -324,11 +308,7 @@ class InputIndependenceCheck(SanityCheck):
         source = dict(batch_entries(batch)).get(input_key)
         flat = source.detach().flatten() if isinstance(source, Tensor) else None
         itself = flat is not None and any(
-            c.target is not None
-            and c.target.numel() == flat.numel()
-            and torch.equal(c.target.flatten(), flat)
-            for c, s in zip(calls, swap, strict=True)
-            if s
+            s and c.target is not None and torch.equal(c.target.flatten(), flat) for c, s in zip(calls, swap)
         )
         return targets - {input_key}, swap, bool(calls), itself
 
@@ -376,18 +356,10 @@ class InputIndependenceCheck(SanityCheck):
         for model, _ in copies:
             model.eval()
             with torch.no_grad(), perturbed("held-out batches cut into chunks"):
-                rows.append(
-                    torch.stack([context.training_loss(model, c, i).float() for i, c in enumerate(chunks)])
-                )
+                losses = [context.training_loss(model, chunk, i).float() for i, chunk in enumerate(chunks)]
+                rows.append(torch.stack(losses))
             model.train()
         return torch.stack(rows).cpu()
-
-
-def _input_pairing(context: CheckContext, train: list[Any], chunks: list[Any]) -> dict[str, Gain] | None:
-    """:func:`_input_as_prediction` on 8 training batches and the held-out chunks, or ``None``."""
-    trained = _input_as_prediction(context, train[:8])
-    held_out = _input_as_prediction(context, chunks) if trained is not None else None
-    return None if trained is None or held_out is None else {"train": trained, "held_out": held_out}
 
 
 def _input_as_prediction(context: CheckContext, chunks: list[Any]) -> Gain | None:
@@ -457,11 +429,10 @@ def _chunks(batch: Any, context: CheckContext, count: int) -> list[Any]:
     size = batch_size_of(batch, context.keys()[0]) or 1
     pieces = max(1, min(count, size // 2))
     bounds = [round(i * size / pieces) for i in range(pieces + 1)]
+
+    def cut(tensor: Tensor, part: slice) -> Tensor:
+        return tensor[part] if tensor.ndim > 0 and tensor.shape[0] == size else tensor
+
     return [
-        map_tensors(batch, functools.partial(_cut, a=a, b=b, size=size))
-        for a, b in itertools.pairwise(bounds)
+        map_tensors(batch, functools.partial(cut, part=slice(a, b))) for a, b in itertools.pairwise(bounds)
     ]
-
-
-def _cut(tensor: Tensor, a: int, b: int, size: int) -> Tensor:
-    return tensor[a:b] if tensor.ndim > 0 and tensor.shape[0] == size else tensor

@@ -14,9 +14,8 @@ from typing_extensions import Unpack, override
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._probe import Finding
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
-from lightning_recipes.checks.loss._expected_loss import REGRESSION
+from lightning_recipes.checks.loss._expected_loss import CLASSIFICATION, KINDS, REGRESSION
 from lightning_recipes.checks.loss._loss_probe import (
-    CLASSIFICATION,
     LossProbe,
     descent_ray,
     drop_cause,
@@ -127,8 +126,8 @@ class LossCheck(SanityCheck):
         evidence = [label_evidence(p.call, p.call_grad) for p, _ in same if p.call is not None]
         merged: dict[Any, list[Any]] = {}  # [label, count, moved, saturated, batches in, batches dropped]
         for index, found in enumerate(evidence):
-            for key, label in (found or {}).items():
-                entry = merged.setdefault(key, [label, 0, 0, 0, [], []])
+            for label in found or []:
+                entry = merged.setdefault((label.kind, label.value), [label, 0, 0, 0, [], []])
                 entry[1:4] = entry[1] + label.count, entry[2] + label.moved, entry[3] + label.saturated
                 entry[4] += [index] if label.count else []
                 entry[5] += [index] if label.count and not label.moved else []
@@ -170,9 +169,8 @@ class LossCheck(SanityCheck):
                 "Keep ignore_index, a zero weight or a mask for padding only (e.g. -100), not real classes."
             )
             return Finding("fail", summary[:100], details, action)
-        return Finding(
-            "pass", f"every one of {len(present) - len(padding)} target values seen moves the loss", details
-        )
+        summary = f"every one of {len(present) - len(padding)} target values seen moves the loss"
+        return Finding("pass", summary, details)
 
     @staticmethod
     def _floor(probe: LossProbe) -> Finding:
@@ -182,17 +180,13 @@ class LossCheck(SanityCheck):
             if bounds is None or bounds.low < 0:
                 return Finding("pass", "nll_loss's input is not proven non-negative")
             details = {"how": bounds.how, "low": bounds.low, "high": bounds.high}
-            summary = f"nll_loss reads log-probabilities but gets {bounds.how}"
-            return Finding(
-                "fail", summary, details, "Use log_softmax before nll_loss, or cross_entropy on logits."
-            )
+            action = "Use log_softmax before nll_loss, or cross_entropy on logits."
+            return Finding("fail", f"nll_loss reads log-probabilities but gets {bounds.how}", details, action)
         if call is None or call.loss is None or call.loss.numel() != 1:
             return Finding("n/a", "no scalar loss call")
         floor = loss_floor(call)
         if floor is None:
-            return Finding(
-                "pass" if call.function in CLASSIFICATION | REGRESSION else "n/a", "no floor above 0"
-            )
+            return Finding("pass" if call.function in KINDS else "n/a", "no floor above 0")
         details = {"floor": floor.value, "minimum": floor.minimum, "how": floor.how}
         if not floor.bounded:
             return Finding("pass", f"its own minimum is {floor.minimum:.4g}", details)
@@ -257,9 +251,6 @@ class LossCheck(SanityCheck):
             action = "Check the sign of each term: return the negative log-likelihood, not -mse or +log p."
             return Finding("fail", summary, details, action)
         if len(values) < 4 and values[-1] != math.inf:
-            return Finding(
-                "inconclusive",
-                f"the descent ray left the loss's domain after {len(values) - 1} steps",
-                details,
-            )
+            summary = f"the descent ray left the loss's domain after {len(values) - 1} steps"
+            return Finding("inconclusive", summary, details)
         return Finding("pass", f"bounded below along the descent ray (lowest {min(values):.4g})", details)

@@ -18,7 +18,7 @@ from lightning_recipes.checks.loss._expected_loss import (
     loss_call_for,
     record_loss_calls,
 )
-from lightning_recipes.checks.loss._loss_probe import input_bounds, loss_floor
+from lightning_recipes.checks.loss._loss_probe import input_bounds, loss_floor, modules_run
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import batch_size_of
@@ -69,8 +69,7 @@ class OverfitBatchCheck(SanityCheck):
         super().__init__(**options)
         check_int("max_steps", max_steps, minimum=1)
         check_in_range("target_ratio", target_ratio, 0, 1, low_open=True, high_open=True)
-        if num_samples is not None:
-            check_int("num_samples", num_samples, minimum=1)
+        check_int("num_samples", num_samples, minimum=1, optional=True)
         self.max_steps = max_steps
         self.target_ratio = target_ratio
         self.num_samples = num_samples
@@ -90,10 +89,9 @@ class OverfitBatchCheck(SanityCheck):
         floor, known = (None if call is None else loss_floor(call)), known_floor(calls, loss)
         size = batch_size_of(batch, context.input_key)
         details: dict[str, Any] = {"samples": size}
-        if floor is not None and floor.bounded:
-            details |= {"floor": floor.value, "floor_from": floor.how}
-        elif known is not None:
-            details |= {"floor": known.value, "floor_from": known.how}
+        shown = floor if floor is not None and floor.bounded else known  # a bound's floor first
+        if shown is not None:
+            details |= {"floor": shown.value, "floor_from": shown.how}
         on, start = f"{size or 'one batch of'} samples", float(loss.detach())
         target = _target(start, known, self.target_ratio)
         if floor is not None and floor.bounded and floor.value > target:  # provably unreachable: not trained
@@ -168,14 +166,7 @@ def _untrained(
     context: CheckContext, model: pl.LightningModule, optimizers: list[Optimizer], batch: Any
 ) -> tuple[float, list[str]]:
     """The share of the weights ``training_step`` uses that no optimizer step can change."""
-    ran: set[int] = set()
-    handles = [m.register_forward_pre_hook(lambda module, _: ran.add(id(module))) for m in model.modules()]
-    try:
-        with torch.no_grad():
-            context.training_loss(model, batch)
-    finally:
-        for handle in handles:
-            handle.remove()
+    ran = {id(module) for _, module in modules_run(context, model, batch)}
     stepped = {id(p) for o in optimizers for g in o.param_groups if g.get("lr", 1) != 0 for p in g["params"]}
     used = {
         id(p): (f"{prefix}.{name}".lstrip("."), p)
