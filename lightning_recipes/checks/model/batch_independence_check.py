@@ -89,7 +89,7 @@ class BatchIndependenceCheck(SanityCheck):
                         norm.train()
 
             try:
-                (effects, method), steps = until_it_reacts(
+                ((cross, own), method), steps = until_it_reacts(
                     context, model, sample, measure, lambda f: max(f[0][1]) > 0
                 )
                 break
@@ -102,10 +102,8 @@ class BatchIndependenceCheck(SanityCheck):
                 f"neither forward nor training_step runs on {count} samples with the input alone "
                 f"({type(error).__name__}: {str(error)[:24]}); pass `input_key=`."
             )
-        (cross, own) = effects
-        p, j = max(
-            ((p, j) for p in range(len(probes)) for j in range(count)), key=lambda t: cross[t[0]][t[1]]
-        )
+        pairs = [(p, j) for p in range(len(probes)) for j in range(count)]
+        p, j = max(pairs, key=lambda t: cross[t[0]][t[1]])
         largest, scale = cross[p][j], max(own)
         details: dict[str, Any] = {
             "method": method,

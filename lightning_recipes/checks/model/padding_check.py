@@ -29,6 +29,7 @@ __all__ = ["PaddingCheck"]
 _ULPS = 256.0  # a longer sequence lengthens reductions (softmax, masked sums): more last-bit noise
 _IGNORING_LOSSES = ("cross_entropy", "nll_loss")
 Fill = dict[int | str, float]  # the value appended to each sequence entry, by key
+Observation = tuple[Tensor, Tensor | None]  # a pass's loss and the output seen
 
 
 MASK_KEYS: tuple[str, ...] = ("attention_mask", "padding_mask", "src_key_padding_mask", "key_padding_mask")
@@ -99,7 +100,8 @@ def find_padding(
             continue
         pad_value, convention = _mask_convention(mask, key)
         real = (mask != 0) if pad_value == 0.0 else (mask == 0)
-        if not _contiguous(real):
+        steps = real.int().diff(dim=1)  # real positions: a prefix (right padding) or a suffix (left) of a row
+        if not bool(((steps <= 0).all(1) | (steps >= 0).all(1)).all()):
             continue  # real positions scattered in a row: another kind of mask (MLM, loss), not padding
         size, length = int(mask.shape[0]), int(mask.shape[1])
         keys = [k for k, t in entries if k != key and t.shape[:2] == (size, length)]  # [B, T, ...] entries
@@ -126,12 +128,6 @@ def find_padding(
             "lengths", key, length, None, real, keys, "lengths: positions >= length are padding"
         ), ""
     return None, "no mask, no lengths"
-
-
-def _contiguous(real: Tensor) -> bool:
-    """Every row's real positions are a prefix (right padding) or a suffix (left padding) of the row."""
-    steps = real.int().diff(dim=1)
-    return bool(((steps <= 0).all(1) | (steps >= 0).all(1)).all())
 
 
 def pad_value_of(tensor: Tensor, real: Tensor, default: float) -> float:
@@ -325,7 +321,7 @@ def _padded(
             f"your code raised {type(err).__name__} on the batch padded by {extra} positions "
             f"({str(err)[:36]}): no verdict"
         ) from err
-    return _compare(*noise, extended, padding)
+    return _compare(noise[0], noise[1], extended, padding)
 
 
 def _other_padded_targets(
@@ -376,9 +372,6 @@ def _ignore_index(call: Any) -> float:
     if call is None or call.function not in _IGNORING_LOSSES:
         return float("nan")
     return float(call.kwargs.get("ignore_index", -100))
-
-
-Observation = tuple[Tensor, Tensor | None]
 
 
 def _observe(context: CheckContext, model: pl.LightningModule, batch: Any, seed: int) -> Observation:
