@@ -179,10 +179,9 @@ class _Sampling(TorchFunctionMode):
     def __init__(self, batch: Any) -> None:
         super().__init__()
         self.found = False
-        self._tags: dict[int, tuple[Tensor, frozenset[str]]] = {}
-        for tensor in tree_leaves(batch):
-            if isinstance(tensor, Tensor):
-                self._tags[id(tensor)] = (tensor, frozenset({"input"}))
+        self._tags: dict[int, tuple[Tensor, frozenset[str]]] = {
+            id(t): (t, frozenset({"input"})) for t in tree_leaves(batch) if isinstance(t, Tensor)
+        }
 
     def _of(self, value: Any) -> frozenset[str]:
         if isinstance(value, nn.Parameter):
