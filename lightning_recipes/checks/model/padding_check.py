@@ -141,8 +141,7 @@ def extend_batch(batch: Any, padding: Padding, extra: int, fill: Fill) -> Any:
     marks the new positions as padding; lengths stay as they are."""
 
     def grow(tensor: Tensor, value: float) -> Tensor:
-        shape = (tensor.shape[0], extra, *tensor.shape[2:])
-        return torch.cat([tensor, torch.full(shape, value, dtype=tensor.dtype, device=tensor.device)], dim=1)
+        return torch.cat([tensor, tensor.new_full((tensor.shape[0], extra, *tensor.shape[2:]), value)], dim=1)
 
     changes: dict[int | str, Tensor] = {key: grow(batch[key], fill[key]) for key in padding.sequence_keys}
     if padding.kind == "mask":
