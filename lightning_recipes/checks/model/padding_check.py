@@ -331,11 +331,10 @@ def _other_padded_targets(
     longer = extend_batch(batch, padding, extra, fill)
     with torch.no_grad():
         call = context.loss_call(model, longer)
-    value, weight = fill[target_key], None if call is None else call.kwargs.get("weight")
-    if call is None or call.target is None:
+    value = fill[target_key]
+    if call is None or call.target is None or value == _ignore_index(call):
         return None
-    if value == _ignore_index(call):
-        return None
+    weight = call.kwargs.get("weight")
     if isinstance(weight, Tensor) and 0 <= value < weight.numel() and float(weight[int(value)]) == 0:
         return None
     target: Tensor = longer[target_key]
