@@ -216,8 +216,7 @@ def _cancelled(
     owners: dict[int, list[str]] = {}
     modules = dict(model.named_modules())
     for name in zero:
-        owner, _, _ = name.rpartition(".")
-        if owner in modules:
+        if (owner := name.rpartition(".")[0]) in modules:
             owners.setdefault(id(modules[owner]), []).append(name)
     outputs: dict[int, list[torch.Tensor]] = {key: [] for key in owners}
 
