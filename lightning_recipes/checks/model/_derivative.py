@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +11,7 @@ from torch import Tensor
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
+from lightning_recipes.checks._probe import seed_all
 from lightning_recipes.harness import Harness, map_tensors, preserved_rng
 
 STEP = 1e-5  # along a direction scaled to each tensor's RMS: near float64's best central step (eps ** 1/3)
@@ -79,9 +79,7 @@ def _compare(context: Harness, model: Any, trainable: Sequence[tuple[str, Tensor
                 t.copy_(start[name])
             for p, d in shift:
                 p.add_(d)
-        torch.manual_seed(context.seed)
-        random.seed(context.seed)
-        np.random.seed(context.seed)
+        seed_all(context.seed)
         inputs = map_tensors(batch, lambda t: t.double() if t.is_floating_point() else t.clone())
         with mode:
             return context.training_loss(model, inputs, 0)
@@ -89,16 +87,11 @@ def _compare(context: Harness, model: Any, trainable: Sequence[tuple[str, Tensor
     first = _StopGradients()
     value = loss([], first)
     if value.dtype != torch.float64 or not bool(value.isfinite()):
-        return {
-            "compared": False,
-            "why": f"the loss is {value.dtype} once the model is float64, or not finite",
-        }
+        why = f"the loss is {value.dtype} once the model is float64, or not finite"
+        return {"compared": False, "why": why}
     custom = _custom_functions(value)
     params = [p for _, p in trainable]
-    grads = [
-        torch.zeros_like(p) if g is None else g
-        for p, g in zip(params, torch.autograd.grad(value, params, allow_unused=True), strict=True)
-    ]
+    grads = list(torch.autograd.grad(value, params, allow_unused=True, materialize_grads=True))  # 0: unused
     base, again = float(value.detach()), float(loss([], _StopGradients(first.values)).detach())
     if abs(again - base) > 1e-12 * max(1.0, abs(base)):
         return {"compared": False, "why": "the loss differs between two passes under one seed"}
@@ -123,15 +116,12 @@ def _compare(context: Harness, model: Any, trainable: Sequence[tuple[str, Tensor
             return "agree"
         return "flat" if abs(narrow) <= MARGIN * abs(slope) else "disagree"
 
-    # Two directions, scaled to each tensor's RMS, on the elements autograd moves (an exactly-zero element is
-    # a stop-gradient such as Embedding's padding row, stage one's business): a random one, and autograd's
-    # own gradient, along which a loss that does not move at all marks a surrogate gradient by design.
+    # Two directions scaled to each tensor's RMS: a random one on the elements autograd moves (a zero is a
+    # stop-gradient, stage one's), and the gradient, along which a loss that stays put marks a surrogate.
+    pairs = list(zip(params, grads, strict=True))
     ways = [
-        [
-            torch.randn(p.shape, generator=gen).to(p) * _rms(p) * (g != 0)
-            for p, g in zip(params, grads, strict=True)
-        ],
-        [g * _rms(p) / g.pow(2).mean().sqrt().clamp(min=1e-30) for p, g in zip(params, grads, strict=True)],
+        [torch.randn(p.shape, generator=gen).to(p) * _rms(p) * (g != 0) for p, g in pairs],
+        [g * _rms(p) / g.pow(2).mean().sqrt().clamp(min=1e-30) for p, g in pairs],
     ]
 
     def kind(chosen: list[int], margin: float) -> tuple[str, tuple[float, float, float, float]]:

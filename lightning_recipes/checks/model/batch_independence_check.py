@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
 from torch import Tensor
 from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._probe import first_samples, keeping_statistics, seeded, until_it_reacts, worst
+from lightning_recipes.checks._probe import first_samples, keeping_statistics, seeded, until_it_reacts
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
@@ -90,7 +89,7 @@ class BatchIndependenceCheck(SanityCheck):
                         norm.train()
 
             try:
-                (effects, method), steps = until_it_reacts(
+                ((cross, own), method), steps = until_it_reacts(
                     context, model, sample, measure, lambda f: max(f[0][1]) > 0
                 )
                 break
@@ -103,10 +102,8 @@ class BatchIndependenceCheck(SanityCheck):
                 f"neither forward nor training_step runs on {count} samples with the input alone "
                 f"({type(error).__name__}: {str(error)[:24]}); pass `input_key=`."
             )
-        (cross, own) = effects
-        p, j = max(
-            ((p, j) for p in range(len(probes)) for j in range(count)), key=lambda t: cross[t[0]][t[1]]
-        )
+        pairs = [(p, j) for p in range(len(probes)) for j in range(count)]
+        p, j = max(pairs, key=lambda t: cross[t[0]][t[1]])
         largest, scale = cross[p][j], max(own)
         details: dict[str, Any] = {
             "method": method,
@@ -135,16 +132,13 @@ class BatchIndependenceCheck(SanityCheck):
         independent = f"no cross-sample effect in {count} samples"
         try:
             with perturbed("the batch rotated by one slot"):
-                verdicts = _permutation_test(context, model, output, sample, count, details)
-        except (
-            CheckInconclusive
-        ) as abstained:  # e.g. pack_padded_sequence(enforce_sorted=True): keep the rest
+                verdict = _permutation_test(context, model, output, sample, count, details)
+        except CheckInconclusive as abstained:  # e.g. pack_padded_sequence(enforce_sorted=True)
             details["permutation"] = {"status": "not run", "why": str(abstained)}
             return self.verdict("pass", f"{independent}; the rotated batch could not run", details)
-        if not verdicts:
+        if verdict is None:
             return self.verdict("pass", f"{independent}; no batch-first output to permute", details)
-        quantity, verdict = worst(verdicts)
-        moved = f"{quantity} moved {verdict.deviation:.2g} (tolerance {verdict.tolerance:.2g})"
+        moved = f"output moved {verdict.deviation:.2g} (tolerance {verdict.tolerance:.2g})"
         if verdict.status == "fail":
             return self.verdict(
                 "fail",
@@ -153,12 +147,9 @@ class BatchIndependenceCheck(SanityCheck):
                 action="Look for a parameter indexed by batch slot, or positions from arange(x.shape[0]).",
             )
         if verdict.status == "inconclusive":
-            return CheckResult(
-                self.name, "inconclusive", f"{independent}, but rotating the batch: the {moved}", details
-            )
-        return CheckResult(
-            self.name, "pass", f"{independent}; rotating the batch rotates the outputs", details
-        )
+            summary = f"{independent}, but rotating the batch: the {moved}"
+            return self.verdict("inconclusive", summary, details)
+        return self.verdict("pass", f"{independent}; rotating the batch rotates the outputs", details)
 
 
 def _perturbation_test(
@@ -178,20 +169,16 @@ def _perturbation_test(
                 moved = seeded(context.seed, output, context.with_inputs(sample, changed))
             rows.append(_per_sample(moved - base))
         drift = _per_sample(seeded(context.seed, output, sample) - base)  # a forward that changes state
-        return _split_own((torch.stack(rows) - drift).clamp_min(0).tolist(), probes)  # sync: once
+        table = (torch.stack(rows) - drift).clamp_min(0).tolist()  # sync: once
+    own = [row[probe] for row, probe in zip(table, probes)]
+    for row, probe in zip(table, probes):
+        row[probe] = 0.0  # a sample's own effect is not a cross-sample one
+    return table, own
 
 
 def _per_sample(delta: Tensor) -> Tensor:
     delta = delta.float().abs()
     return delta.flatten(1).amax(dim=1) if delta.ndim > 1 else delta
-
-
-def _split_own(table: list[list[float]], probes: list[int]) -> Effects:
-    own = []
-    for row, probe in zip(table, probes):
-        own.append(row[probe])
-        row[probe] = 0.0
-    return table, own
 
 
 def _other_content(inputs: Tensor, probe: int) -> Tensor:
@@ -206,41 +193,28 @@ def _other_content(inputs: Tensor, probe: int) -> Tensor:
 
 
 def _permutation_test(
-    context: CheckContext,
-    model: pl.LightningModule,
-    output: Callable[[Any], Tensor],
-    batch: Any,
-    count: int,
-    details: dict[str, Any],
-) -> dict[str, NoiseVerdict]:
+    context: CheckContext, model: Any, output: Callable[[Any], Tensor], batch: Any, count: int, details: dict
+) -> NoiseVerdict | None:
     """Eval, no grad: a batch rotated by one slot must give the rotated outputs, beyond seed noise."""
     order = torch.roll(torch.arange(count), 1)  # slot i gets sample i - 1: every sample moves
     rotated = map_tensors(batch, lambda t: t[order.to(t.device)] if t.ndim > 0 and t.shape[0] == count else t)
-    passes = [(batch, 0), (batch, 1), (rotated, 0)]
-    verdicts: dict[str, NoiseVerdict] = {}
     was_training = model.training
     model.eval()
-    with torch.no_grad():
-        try:
+    try:
+        with torch.no_grad():
+            passes = [(batch, 0), (batch, 1), (rotated, 0)]
             a, b, p = (seeded(context.seed + s, output, x).detach() for x, s in passes)
-            if a.ndim > 0 and a.shape[0] == count and a.shape == b.shape == p.shape:
-                expected = a[order.to(a.device)]
-                per_sample = (p.double() - expected.double()).abs().nan_to_num().reshape(count, -1).amax(1)
-                details["worst_sample"] = int(per_sample.argmax())
-                verdicts["output"] = judge_deviation(
-                    float(per_sample.max()), _max_abs(a, b), float(a.abs().max()), a.dtype
-                )
-        finally:
-            model.train(was_training)
-    details["permutation"] = {
-        "order": order.tolist(),
-        **{
-            k: {"status": v.status, "deviation": v.deviation, "noise": v.noise, "tolerance": v.tolerance}
-            for k, v in verdicts.items()
-        },
-    }
-    return verdicts
-
-
-def _max_abs(a: Tensor, b: Tensor) -> float:
-    return float((a.double() - b.double()).abs().nan_to_num().max()) if a.numel() else 0.0
+    finally:
+        model.train(was_training)
+    verdict = None
+    if a.ndim > 0 and a.shape[0] == count and a.shape == b.shape == p.shape:
+        expected = a[order.to(a.device)]
+        per_sample = (p.double() - expected.double()).abs().nan_to_num().reshape(count, -1).amax(1)
+        details["worst_sample"] = int(per_sample.argmax())
+        noise = float((a.double() - b.double()).abs().nan_to_num().max()) if a.numel() else 0.0
+        verdict = judge_deviation(float(per_sample.max()), noise, float(a.abs().max()), a.dtype)
+    details["permutation"] = {"order": order.tolist()}
+    if verdict is not None:
+        fields = ("status", "deviation", "noise", "tolerance")
+        details["permutation"]["output"] = {k: getattr(verdict, k) for k in fields}
+    return verdict

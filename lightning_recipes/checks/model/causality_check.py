@@ -253,10 +253,9 @@ def aligned_output(output: Tensor, inputs: Tensor) -> Tensor:
         torch.Size([2, 3, 5])
     """
     batch, seq = int(inputs.shape[0]), int(inputs.shape[1])
-    sequence_first = output.ndim >= 2 and output.shape[0] == batch and output.shape[1] == seq
-    if not sequence_first and output.ndim >= 1 and output.shape[0] == batch * seq:
+    if output.shape[:2] != (batch, seq) and output.shape[:1] == (batch * seq,):  # flat: unflatten
         output = output.reshape(batch, seq, *output.shape[1:])
-    if output.ndim < 2 or output.shape[0] != batch or output.shape[1] != seq:
+    if output.shape[:2] != (batch, seq):
         raise CheckSkipped(
             f"the output {list(output.shape)} is not [B, S, ...] = [{batch}, {seq}, ...] as the inputs."
         )

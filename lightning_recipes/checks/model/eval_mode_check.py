@@ -73,22 +73,24 @@ class EvalModeCheck(SanityCheck):
         states = [_state(model)]
         passes = []
         for offset in (1, 2):
-            passes.append(self._observe(context, model, batch, context.seed + offset))
+            passes.append(_observe(context, model, batch, context.seed + offset))
             states.append(_state(model))
         first, changed = _changed(states[0], states[1]), _changed(states[1], states[2])
         initialised: list[str] = []
+        size = batch_size_of(batch, context.input_key)
         if first and not changed:  # a one-time initialisation, unless other samples change it again
+            half = batch if size is None or size < 2 else slice_batch(batch, (size + 1) // 2, size)
             with suppress(Exception):  # the user's code cannot take half the batch: the same batch tells
-                self._observe(context, model, _other_samples(context, batch), context.seed + 3)
+                _observe(context, model, half, context.seed + 3)
             changed = _changed(states[2], _state(model))
             if not changed:
                 initialised = first
-                passes[0] = self._observe(context, model, batch, context.seed + 1)  # compared after it
+                passes[0] = _observe(context, model, batch, context.seed + 1)  # compared after it
         (out_a, records_a), (out_b, records_b) = passes
         culprit, first_input = self._localise(records_a, records_b)
         details: dict[str, Any] = {
             "mode_dependent_layers": _mode_dependent_layers(model),
-            "samples": batch_size_of(batch, context.input_key),
+            "samples": size,
             "changed_state": changed,
             "initialised_state": initialised,
             "outputs_equal": _same(out_a, out_b, self.rtol),
@@ -126,33 +128,6 @@ class EvalModeCheck(SanityCheck):
             return self.verdict("pass", summary[:SUMMARY_LIMIT], details)
         return self.verdict("pass", f"eval() is deterministic and stateless: {why}", details)
 
-    def _observe(
-        self, context: CheckContext, model: pl.LightningModule, batch: Any, seed: int
-    ) -> tuple[Tensor, list[Record]]:
-        """One eval pass under a fresh seed: the output and each module call's inputs and output."""
-        records: list[Record] = []
-        at: list[int] = []  # per open call, where its sub-calls' records start
-
-        def hook(name: str) -> Callable[..., None]:
-            def record(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
-                inputs = [t.detach().clone() for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
-                out = first_tensor(output)
-                kept = None if out is None else out.detach().clone()
-                records.append((name, type(module).__name__, at.pop(), inputs, kept))
-
-            return record
-
-        handles = [m.register_forward_pre_hook(lambda *_: at.append(len(records))) for m in model.modules()]
-        handles += [m.register_forward_hook(hook(n), with_kwargs=True) for n, m in model.named_modules()]
-        seed_all(seed)  # different streams in the two passes (run() restores the caller's)
-        try:
-            with torch.no_grad():
-                output = _output(context, model, batch)
-        finally:
-            for handle in handles:
-                handle.remove()
-        return output.detach().clone(), records
-
     def _localise(
         self, records_a: list[Record], records_b: list[Record]
     ) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
@@ -172,16 +147,41 @@ class EvalModeCheck(SanityCheck):
         return None, first_input
 
 
+def _observe(context: CheckContext, model: Any, batch: Any, seed: int) -> tuple[Tensor, list[Record]]:
+    """One eval pass under a fresh seed: the output and each module call's inputs and output."""
+    records: list[Record] = []
+    at: list[int] = []  # per open call, where its sub-calls' records start
+
+    def hook(name: str) -> Callable[..., None]:
+        def record(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+            inputs = [t.detach().clone() for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
+            out = first_tensor(output)
+            kept = None if out is None else out.detach().clone()
+            records.append((name, type(module).__name__, at.pop(), inputs, kept))
+
+        return record
+
+    handles = [m.register_forward_pre_hook(lambda *_: at.append(len(records))) for m in model.modules()]
+    handles += [m.register_forward_hook(hook(n), with_kwargs=True) for n, m in model.named_modules()]
+    seed_all(seed)  # different streams in the two passes (run() restores the caller's)
+    try:
+        with torch.no_grad():
+            output = _output(context, model, batch)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return output.detach().clone(), records
+
+
 class _Sampling(TorchFunctionMode):
     """Tags one forward's tensors by origin and sets ``found`` on a reparameterised sample (a VAE's)."""
 
     def __init__(self, batch: Any) -> None:
         super().__init__()
         self.found = False
-        self._tags: dict[int, tuple[Tensor, frozenset[str]]] = {}
-        for tensor in tree_leaves(batch):
-            if isinstance(tensor, Tensor):
-                self._tags[id(tensor)] = (tensor, frozenset({"input"}))
+        self._tags: dict[int, tuple[Tensor, frozenset[str]]] = {
+            id(t): (t, frozenset({"input"})) for t in tree_leaves(batch) if isinstance(t, Tensor)
+        }
 
     def _of(self, value: Any) -> frozenset[str]:
         if isinstance(value, nn.Parameter):
@@ -271,12 +271,6 @@ def _state(model: nn.Module) -> dict[str, Tensor]:
 def _changed(before: dict[str, Tensor], after: dict[str, Tensor]) -> list[str]:
     names = list(after) + [n for n in before if n not in after]
     return [n for n in names if n not in before or n not in after or not _same(before[n], after[n], 0.0)]
-
-
-def _other_samples(context: CheckContext, batch: Any) -> Any:
-    """The first half of ``batch`` (other samples), or ``batch`` itself when it holds one."""
-    size = batch_size_of(batch, context.input_key)
-    return batch if size is None or size < 2 else slice_batch(batch, (size + 1) // 2, size)
 
 
 def _mode_dependent_layers(model: nn.Module) -> dict[str, int]:

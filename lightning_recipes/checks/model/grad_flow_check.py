@@ -122,8 +122,7 @@ class GradFlowCheck(SanityCheck):
                 details,
                 "Find the .detach()/no_grad, zero gate or unused module on their path; freeze what is unused",
             )
-        if details["not_in_optimizer"]:
-            missing = details["not_in_optimizer"]
+        if missing := details["not_in_optimizer"]:
             return self.verdict(
                 "fail",
                 f"{len(missing)} trainable parameter(s) not in any optimizer: {listed(missing)}",
@@ -148,8 +147,7 @@ class GradFlowCheck(SanityCheck):
                 else "Find the hook editing grads on their path, or a derivative taken without create_graph.",
             )
         flows = f"all {len(trainable)} trainable parameters get finite, non-zero gradients in {steps} step(s)"
-        if details["frozen_in_optimizer"]:
-            held = details["frozen_in_optimizer"]
+        if held := details["frozen_in_optimizer"]:
             return self.verdict(
                 "warn",
                 f"{len(held)} frozen parameter(s) sit in the optimizer: {listed(held, 40)}; the rest learn",
@@ -174,8 +172,7 @@ class GradFlowCheck(SanityCheck):
         nonzero: set[str] = set()
         nonfinite: list[str] = []
         loss_value, steps = float("nan"), 0
-        for step in range(self.max_steps):
-            steps = step + 1
+        for steps in range(1, self.max_steps + 1):
             for optimizer in built.optimizers:
                 optimizer.zero_grad(set_to_none=True)
             loss = context.training_loss(model, batch, 0)
@@ -183,14 +180,11 @@ class GradFlowCheck(SanityCheck):
             with_grad = [(name, p.grad) for name, p in trainable if p.grad is not None]
             checks = [torch.stack([g.isfinite().all(), (g != 0).any()]) for _, g in with_grad]
             flags = torch.stack(checks).tolist() if with_grad else []  # sync: once per step
-            if step == 0:
+            if steps == 1:
                 loss_value = float(loss.detach())
-            for (name, _), (finite, moves) in zip(with_grad, flags):
-                seen.add(name)
-                if moves:
-                    nonzero.add(name)
-                if not finite and name not in nonfinite:
-                    nonfinite.append(name)
+            seen |= {name for name, _ in with_grad}
+            nonzero |= {name for (name, _), (_, moves) in zip(with_grad, flags) if moves}
+            nonfinite += [name for (name, _), (finite, _) in zip(with_grad, flags) if not finite]
             if nonfinite or len(nonzero) == len(trainable):
                 break
             for optimizer in built.optimizers:
@@ -199,9 +193,8 @@ class GradFlowCheck(SanityCheck):
 
 
 def _unread(context: CheckContext, names: list[str], limit: int = 8) -> list[str]:
-    """Of ``names`` (parameters that got no gradient; the first ``limit``), those the loss does not read:
-    shifting one by 1 on a fresh copy leaves the loss of the same batch, under the same seed, bit for bit (a
-    fresh copy per name: a step that updates state, e.g. BatchNorm's statistics, starts alike each time)."""
+    """Of the first ``limit`` ``names``, those the loss does not read: shifting one by 1 leaves the loss bit
+    for bit (same batch and seed; a fresh copy per name, as a step may update state such as BatchNorm's)."""
     batch = context.train_batches(1)[0]
 
     def loss(shifted: str | None = None) -> torch.Tensor:
@@ -223,8 +216,7 @@ def _cancelled(
     owners: dict[int, list[str]] = {}
     modules = dict(model.named_modules())
     for name in zero:
-        owner, _, _ = name.rpartition(".")
-        if owner in modules:
+        if (owner := name.rpartition(".")[0]) in modules:
             owners.setdefault(id(modules[owner]), []).append(name)
     outputs: dict[int, list[torch.Tensor]] = {key: [] for key in owners}
 

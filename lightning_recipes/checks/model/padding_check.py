@@ -1,16 +1,17 @@
-"""Check that padding the batch says is padding changes nothing the model computes at real positions: where
-a batch says what is padding (a mask or a lengths entry), and the same batch with every sequence longer."""
+"""Check that what a batch marks as padding (a mask or a lengths entry) changes nothing at real positions."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from typing_extensions import Unpack, override
 
@@ -28,6 +29,8 @@ __all__ = ["PaddingCheck"]
 
 _ULPS = 256.0  # a longer sequence lengthens reductions (softmax, masked sums): more last-bit noise
 _IGNORING_LOSSES = ("cross_entropy", "nll_loss")
+Fill = dict[int | str, float]  # the value appended to each sequence entry, by key
+Observation = tuple[Tensor, Tensor | None]  # a pass's loss and the output seen
 
 
 MASK_KEYS: tuple[str, ...] = ("attention_mask", "padding_mask", "src_key_padding_mask", "key_padding_mask")
@@ -48,26 +51,14 @@ class Padding:
     sequence_keys: list[int | str] = field(default_factory=list)
     convention: str = ""
 
-    @property
-    def padded_fraction(self) -> float:
-        return 1.0 - float(self.real.float().mean())
-
-
-def _is_binary(t: Tensor) -> bool:
-    return t.dtype == torch.bool or bool(((t == 0) | (t == 1)).all())
-
 
 def _mask_candidates(batch: Any, entries: list[tuple[int | str, Tensor]], key: Key) -> list[int | str]:
     if key is not None:
         return [key]
     if isinstance(batch, Mapping):
         named: list[int | str] = [k for k in MASK_KEYS if k in batch]
-        named += [
-            k
-            for k, _ in entries
-            if isinstance(k, str) and k.endswith(("attention_mask", "padding_mask")) and k not in named
-        ]
-        return named
+        ends = ("attention_mask", "padding_mask")
+        return named + [k for k, _ in entries if isinstance(k, str) and k.endswith(ends) and k not in named]
     return [k for k, t in entries if t.dtype == torch.bool and t.ndim == 2]  # a tuple: only a bool [B, T]
 
 
@@ -89,14 +80,6 @@ def _mask_convention(mask: Tensor, name: int | str) -> tuple[float, str]:
     return 1.0, "True = padding (all zeros: no padding in this batch)"
 
 
-def _sequence_keys(
-    entries: list[tuple[int | str, Tensor]], size: int, length: int, skip: Key
-) -> list[int | str]:
-    return [
-        k for k, t in entries if k != skip and t.ndim >= 2 and t.shape[0] == size and t.shape[1] == length
-    ]
-
-
 def find_padding(
     batch: Any, input_key: Key, target_key: Key, padding_key: Key = None
 ) -> tuple[Padding | None, str]:
@@ -114,66 +97,51 @@ def find_padding(
     inputs = tensors.get(input_key) if input_key is not None else None  # type: ignore[arg-type]
     for key in _mask_candidates(batch, entries, padding_key):
         mask = tensors.get(key)
-        if mask is None or mask.ndim != 2 or mask.shape[1] < 1 or not _is_binary(mask):
+        if mask is None or mask.ndim != 2 or mask.shape[1] < 1 or not bool(((mask == 0) | (mask == 1)).all()):
             continue
         pad_value, convention = _mask_convention(mask, key)
         real = (mask != 0) if pad_value == 0.0 else (mask == 0)
-        if not _contiguous(real):
+        steps = real.int().diff(dim=1)  # real positions: a prefix (right padding) or a suffix (left) of a row
+        if not bool(((steps <= 0).all(1) | (steps >= 0).all(1)).all()):
             continue  # real positions scattered in a row: another kind of mask (MLM, loss), not padding
         size, length = int(mask.shape[0]), int(mask.shape[1])
-        keys = _sequence_keys(entries, size, length, key)
+        keys = [k for k, t in entries if k != key and t.shape[:2] == (size, length)]  # [B, T, ...] entries
         if keys:
             return Padding("mask", key, length, pad_value, real.bool(), keys, convention), ""
     if inputs is None or inputs.ndim < 2:
         return None, "no mask, and no [B, T, ...] input for lengths"
     size, length = int(inputs.shape[0]), int(inputs.shape[1])
-    names: list[int | str] = (
-        [padding_key] if padding_key is not None else [k for k, _ in entries if k != target_key]
-    )
-    if isinstance(batch, Mapping) and padding_key is None:
+    names: list[int | str] = [k for k, _ in entries if k != target_key]
+    if isinstance(batch, Mapping):
         names = sorted(names, key=lambda k: k not in LENGTHS_KEYS)  # named lengths first
-    for key in names:
+    for key in names if padding_key is None else [padding_key]:
         lengths = tensors.get(key)  # type: ignore[arg-type]
         if lengths is None or lengths.ndim != 1 or lengths.shape[0] != size or lengths.is_floating_point():
             continue
         if lengths.dtype == torch.bool or int(lengths.min()) < 1 or int(lengths.max()) > length:
             continue
         real = torch.arange(length, device=lengths.device)[None] < lengths[:, None]
-        if not _constant_beyond(inputs, real):
+        if bool((~real).any()) and math.isnan(pad_value_of(inputs, real, math.nan)):
             continue  # positions past the "lengths" hold varying values: not a lengths entry
-        keys = _sequence_keys(entries, size, length, key)
+        keys = [k for k, t in entries if k != key and t.shape[:2] == (size, length)]  # [B, T, ...] entries
         return Padding(
             "lengths", key, length, None, real, keys, "lengths: positions >= length are padding"
         ), ""
     return None, "no mask, no lengths"
 
 
-def _contiguous(real: Tensor) -> bool:
-    """Every row's real positions are a prefix (right padding) or a suffix (left padding) of the row."""
-    steps = real.int().diff(dim=1)
-    return bool(((steps <= 0).all(1) | (steps >= 0).all(1)).all())
-
-
-def _constant_beyond(inputs: Tensor, real: Tensor) -> bool:
-    padded = inputs[~real.to(inputs.device)]
-    return padded.numel() == 0 or bool((padded == padded.flatten()[0]).all())
-
-
 def pad_value_of(tensor: Tensor, real: Tensor, default: float) -> float:
     """The one value ``tensor`` holds at padded positions, else ``default``."""
-    padded = tensor[~real.to(tensor.device)]
-    if padded.numel() and bool((padded == padded.flatten()[0]).all()):
-        return float(padded.flatten()[0])
-    return default
+    padded = tensor[~real.to(tensor.device)].flatten()
+    return float(padded[0]) if padded.numel() and bool((padded == padded[0]).all()) else default
 
 
-def extend_batch(batch: Any, padding: Padding, extra: int, fill: dict[int | str, float]) -> Any:
+def extend_batch(batch: Any, padding: Padding, extra: int, fill: Fill) -> Any:
     """``batch`` with every sequence entry ``extra`` positions longer, filled with ``fill[key]``; the mask
     marks the new positions as padding; lengths stay as they are."""
 
     def grow(tensor: Tensor, value: float) -> Tensor:
-        shape = (tensor.shape[0], extra, *tensor.shape[2:])
-        return torch.cat([tensor, torch.full(shape, value, dtype=tensor.dtype, device=tensor.device)], dim=1)
+        return torch.cat([tensor, tensor.new_full((tensor.shape[0], extra, *tensor.shape[2:]), value)], dim=1)
 
     changes: dict[int | str, Tensor] = {key: grow(batch[key], fill[key]) for key in padding.sequence_keys}
     if padding.kind == "mask":
@@ -188,9 +156,8 @@ def truncate_batch(batch: Any, padding: Padding, length: int) -> tuple[Any, Padd
     changes: dict[int | str, Tensor] = {key: batch[key][:, :length] for key in padding.sequence_keys}
     mark = batch[padding.key]
     changes[padding.key] = mark[:, :length] if padding.kind == "mask" else mark.clamp_max(length)
-    return replace_entries(batch, changes), dataclasses.replace(
-        padding, length=length, real=padding.real[:, :length]
-    )
+    shorter = dataclasses.replace(padding, length=length, real=padding.real[:, :length])
+    return replace_entries(batch, changes), shorter
 
 
 class PaddingCheck(SanityCheck):
@@ -250,9 +217,8 @@ class PaddingCheck(SanityCheck):
         batch = context.train_batches(1)[0]
         if isinstance(batch, Tensor) or not isinstance(batch, (Mapping, Sequence)):
             raise CheckSkipped(_NO_PADDING.format(why="the batch is a single tensor"))
-        input_key, target_key = context.keys()
-        input_key = input_key_of(batch, input_key)
-        target_key = _target_key_of(batch, target_key)
+        keys = context.keys()
+        input_key, target_key = input_key_of(batch, keys[0]), _target_key_of(batch, keys[1])
         padding, why = find_padding(batch, input_key, target_key, self.padding_key)
         if padding is None:
             raise CheckSkipped(_NO_PADDING.format(why=why))
@@ -264,14 +230,20 @@ class PaddingCheck(SanityCheck):
         model = context.copy_model()
         context.require_automatic_optimization(model)
         model.eval()
-        fill = self._fill_values(context, model, batch, padding, target_key, input_key)
+        fill: Fill = {}
+        for key in padding.sequence_keys:  # the one value at padded positions; a target's: ignore_index
+            value = pad_value_of(batch[key], padding.real, math.nan)
+            if math.isnan(value) and key == target_key and key != input_key:
+                with torch.no_grad():
+                    value = _ignore_index(context.loss_call(model, batch))
+            fill[key] = 0.0 if math.isnan(value) else value
         details: dict[str, Any] = {
             "padding": {
                 "kind": padding.kind,
                 "key": padding.key,
                 "convention": padding.convention,
                 "length": padding.length,
-                "padded_fraction": round(padding.padded_fraction, 4),
+                "padded_fraction": round(1.0 - float(padding.real.float().mean()), 4),
                 "extended": padding.sequence_keys,
                 "fill": fill,
             },
@@ -280,7 +252,7 @@ class PaddingCheck(SanityCheck):
         }
         first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))  # the noise
         try:
-            verdicts = self._padded(context, model, batch, padding, fill, (first, second), self.extra)
+            verdicts = _padded(context, model, batch, padding, fill, (first, second), self.extra)
         except _LongerRefused as refused:  # a position limit: make room inside T and pad back to T
             if padding.length <= self.extra:
                 raise CheckInconclusive(str(refused)) from refused
@@ -289,70 +261,29 @@ class PaddingCheck(SanityCheck):
             with perturbed(f"the batch cut to {room} positions"):
                 first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))
             try:
-                verdicts = self._padded(context, model, batch, padding, fill, (first, second), self.extra)
+                verdicts = _padded(context, model, batch, padding, fill, (first, second), self.extra)
             except _LongerRefused as again:
                 raise CheckInconclusive(f"{refused}; cut to {room} positions, again") from again
         # reading padding grows with its amount, float noise hardly: look again with more of it
         if worst(verdicts)[1].status == "inconclusive":
             more = max(self.extra * 4, padding.length)
             with contextlib.suppress(_LongerRefused):
-                verdicts = self._padded(context, model, batch, padding, fill, (first, second), more)
+                verdicts = _padded(context, model, batch, padding, fill, (first, second), more)
                 details["extra"] = more
         varied = _other_padded_targets(context, model, batch, padding, target_key, fill, self.extra)
         if varied is not None and worst(verdicts)[1].status != "fail":  # padded targets must not matter
             with perturbed("other labels at padded positions"):
                 third = _observe(context, model, varied, context.seed)
-            verdicts["loss with other targets at padded positions"] = _compare(first, second, third, padding)[
-                "loss"
-            ]
+            found = _compare(first, second, third, padding)["loss"]
+            verdicts["loss with other targets at padded positions"] = found
         details["quantities"] = {
             name: {"status": v.status, "deviation": v.deviation, "noise": v.noise, "tolerance": v.tolerance}
             for name, v in verdicts.items()
         }
         return self._verdict(verdicts, details)
 
-    def _padded(
-        self,
-        context: CheckContext,
-        model: pl.LightningModule,
-        batch: Any,
-        padding: Padding,
-        fill: dict[int | str, float],
-        noise: tuple[Observation, Observation],
-        extra: int,
-    ) -> dict[str, NoiseVerdict]:
-        """The batch padded by ``extra`` more positions, compared with the batch as it was."""
-        try:
-            extended = _observe(context, model, extend_batch(batch, padding, extra, fill), context.seed)
-        except (CheckSkipped, CheckInconclusive, CannotRunOnCopy):
-            raise
-        except Exception as err:
-            raise _LongerRefused(
-                f"your code raised {type(err).__name__} on the batch padded by {extra} positions "
-                f"({str(err)[:36]}): no verdict"
-            ) from err
-        return _compare(*noise, extended, padding)
-
-    def _fill_values(
-        self,
-        context: CheckContext,
-        model: pl.LightningModule,
-        batch: Any,
-        padding: Padding,
-        target_key: Key,
-        input_key: Key,
-    ) -> dict[int | str, float]:
-        fill: dict[int | str, float] = {}
-        for key in padding.sequence_keys:
-            value = pad_value_of(batch[key], padding.real, float("nan"))
-            if value != value and key == target_key and key != input_key:  # a target gets ignore_index
-                value = _ignore_index(context, model, batch)
-            fill[key] = 0.0 if value != value else value
-        return fill
-
     def _verdict(self, verdicts: dict[str, NoiseVerdict], details: dict[str, Any]) -> CheckResult:
-        if not verdicts:
-            raise CheckSkipped("neither the loss nor an output could be compared before and after padding.")
+        """The worst of ``verdicts`` (never empty: the loss is always compared) as this check's result."""
         name, found = worst(verdicts)
         moved = f"{name} moved {found.deviation:.2g} (tolerance {found.tolerance:.2g})"
         added = f"{details['extra']} padding positions"
@@ -367,18 +298,32 @@ class PaddingCheck(SanityCheck):
                 details["latent"] = True
                 summary = f"the model would read padding ({added}: {moved}); these batches hold none yet"
                 return self.verdict("warn", summary, details, action=action)
-            return CheckResult(
-                self.name, "fail", f"the model reads padding: {added}, {moved}", details, action=action
-            )
+            return self.verdict("fail", f"the model reads padding: {added}, {moved}", details, action=action)
         if found.status == "inconclusive":
             raise CheckInconclusive(f"{added} changed the results slightly, between noise and a bug: {moved}")
-        return CheckResult(
-            self.name, "pass", f"padding is ignored: {added} left the loss and outputs unchanged", details
+        return self.verdict(
+            "pass", f"padding is ignored: {added} left the loss and outputs unchanged", details
         )
 
 
+def _padded(
+    context: CheckContext, model: Any, batch: Any, padding: Padding, fill: Fill, noise: tuple, extra: int
+) -> dict[str, NoiseVerdict]:
+    """The batch padded by ``extra`` more positions, compared with the batch as it was."""
+    try:
+        extended = _observe(context, model, extend_batch(batch, padding, extra, fill), context.seed)
+    except (CheckSkipped, CheckInconclusive, CannotRunOnCopy):
+        raise
+    except Exception as err:
+        raise _LongerRefused(
+            f"your code raised {type(err).__name__} on the batch padded by {extra} positions "
+            f"({str(err)[:36]}): no verdict"
+        ) from err
+    return _compare(noise[0], noise[1], extended, padding)
+
+
 def _other_padded_targets(
-    context: CheckContext, model: Any, batch: Any, padding: Padding, target_key: Key, fill: dict, extra: int
+    context: CheckContext, model: Any, batch: Any, padding: Padding, target_key: Key, fill: Fill, extra: int
 ) -> Any:
     """The batch padded by ``extra`` with a real label at every padded target, or ``None``."""
     if target_key is None or target_key not in padding.sequence_keys:
@@ -386,17 +331,14 @@ def _other_padded_targets(
     longer = extend_batch(batch, padding, extra, fill)
     with torch.no_grad():
         call = context.loss_call(model, longer)
-    value, weight = fill[target_key], None if call is None else call.kwargs.get("weight")
-    if call is None or call.target is None:
+    value = fill[target_key]
+    if call is None or call.target is None or value == _ignore_index(call):
         return None
-    if call.function in _IGNORING_LOSSES and value == float(call.kwargs.get("ignore_index", -100)):
-        return None
+    weight = call.kwargs.get("weight")
     if isinstance(weight, Tensor) and 0 <= value < weight.numel() and float(weight[int(value)]) == 0:
         return None
     target: Tensor = longer[target_key]
-    real = torch.cat([padding.real, padding.real.new_zeros(len(padding.real), extra)], dim=1).to(
-        target.device
-    )
+    real = F.pad(padding.real, (0, extra)).to(target.device)  # the added positions are padding
     others = target[real][target[real] != value]
     if others.numel() == 0:
         return None
@@ -422,16 +364,11 @@ def _target_key_of(batch: Any, key: Key) -> Key:
     return len(batch) - 1 if len(batch) >= 2 else None
 
 
-def _ignore_index(context: CheckContext, model: pl.LightningModule, batch: Any) -> float:
-    """The main loss call's ``ignore_index`` (cross-entropy / NLL), else NaN (no value to ignore)."""
-    with torch.no_grad():
-        call = context.loss_call(model, batch)
+def _ignore_index(call: Any) -> float:
+    """A loss call's ``ignore_index`` (cross-entropy / NLL), else NaN (no value to ignore)."""
     if call is None or call.function not in _IGNORING_LOSSES:
         return float("nan")
     return float(call.kwargs.get("ignore_index", -100))
-
-
-Observation = tuple[Tensor, Tensor | None]
 
 
 def _observe(context: CheckContext, model: pl.LightningModule, batch: Any, seed: int) -> Observation:
@@ -446,32 +383,24 @@ def _observe(context: CheckContext, model: pl.LightningModule, batch: Any, seed:
 def _compare(
     first: Observation, second: Observation, extended: Observation, padding: Padding
 ) -> dict[str, NoiseVerdict]:
-    verdicts = {"loss": _judge(first[0], second[0], extended[0], first[0].dtype)}
+    verdicts = {"loss": _judge(first[0], second[0], extended[0])}
     a, b, longer = first[1], second[1], extended[1]
     if a is None or b is None or longer is None or a.shape != b.shape:
         return verdicts
+    grown = longer.ndim == a.ndim >= 2 and longer.shape[1] > a.shape[1] and longer.shape[2:] == a.shape[2:]
     if a.shape == longer.shape:  # no time axis (pooled, or cut to the real lengths): compare all of it
-        verdicts["output"] = _judge(a, b, longer, a.dtype)
-    elif (
-        a.ndim >= 2
-        and longer.ndim == a.ndim
-        and a.shape[:2] == padding.real.shape
-        and longer.shape[1] > a.shape[1]
-        and a.shape[2:] == longer.shape[2:]
-    ):
+        verdicts["output"] = _judge(a, b, longer)
+    elif grown and a.shape[:2] == padding.real.shape:  # [B, T, ...]: the first T positions, real ones
         real = padding.real.to(a.device)
-        verdicts["output at real positions"] = _judge(
-            a[real], b[real], longer[:, : a.shape[1]][real], a.dtype
-        )
+        verdicts["output at real positions"] = _judge(a[real], b[real], longer[:, : a.shape[1]][real])
     return verdicts
 
 
-def _judge(a: Tensor, b: Tensor, longer: Tensor, dtype: torch.dtype) -> NoiseVerdict:
-    a, b, longer = a.double(), b.double(), longer.double()
-    noise = float((a - b).abs().nan_to_num().max()) if a.numel() else 0.0
-    if bool(torch.isfinite(a).all()) and not bool(torch.isfinite(longer).all()):
-        deviation = float("inf")
-    else:
-        deviation = float((longer - a).abs().nan_to_num().max()) if a.numel() else 0.0
-    scale = float(a.abs().nan_to_num().max()) if a.numel() else 0.0
-    return judge_deviation(deviation, noise, scale, dtype, ulps=_ULPS)
+def _judge(a: Tensor, b: Tensor, longer: Tensor) -> NoiseVerdict:
+    lost = bool(torch.isfinite(a).all()) and not bool(torch.isfinite(longer).all())  # finite became not
+    deviation = float("inf") if lost else _gap(longer.double() - a.double())
+    return judge_deviation(deviation, _gap(a.double() - b.double()), _gap(a.double()), a.dtype, ulps=_ULPS)
+
+
+def _gap(x: Tensor) -> float:
+    return float(x.abs().nan_to_num().max()) if x.numel() else 0.0
