@@ -92,3 +92,8 @@ class PreflightOptions:
         check_bool("print_report", self.print_report)
         check_bool("verbose", self.verbose)
         check_run_length(self.max_epochs, self.max_steps)
+
+    def harness(self, **more: Any) -> dict[str, Any]:
+        """The keyword options of a :class:`~lightning_recipes.harness.Harness` among these, and ``more``."""
+        names = ("input_key", "target_key", "num_classes", "seed", "max_epochs", "max_steps")
+        return {**{name: getattr(self, name) for name in names}, **more}

@@ -6,7 +6,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_only
@@ -22,8 +22,9 @@ from lightning_recipes.harness.isolation import cpu_threads
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from lightning_recipes.checks.base import SanityCheck
+
 __all__ = [
-    "RunnableCheck",
     "enforce",
     "log_results",
     "progress_line",
@@ -38,19 +39,8 @@ RESERVE_PER_CHECK = 0.5
 MIN_CHECK_BUDGET = 1.0
 
 
-class RunnableCheck(Protocol):
-    """What the runner needs of a check (:class:`~lightning_recipes.checks.SanityCheck` is one)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def resolved_budget(self, default: float | None) -> float | None: ...
-
-    def run(self, context: CheckContext, *, default_budget: float | None) -> CheckResult: ...
-
-
 def run_checks(
-    checks: Sequence[RunnableCheck],
+    checks: Sequence[SanityCheck],
     context: CheckContext,
     options: PreflightOptions,
     *,
@@ -99,16 +89,13 @@ def progress_line(
     head = f"preflight [{index + 1}/{total}] {name}:"
     if result is None:
         return f"{head} running ({'no budget' if budget is None else f'budget {budget:g} s'})"
-    line = f"{head} {result.status.upper()} in {result.seconds:.1f} s"
-    if result.details.get("stopped_by_budget") or (
-        budget is not None and result.seconds > hard_limit(budget)
-    ):
-        line += f" (over its {budget:g} s budget)"
-    return line
+    over = budget is not None and result.seconds > hard_limit(budget)
+    late = f" (over its {budget:g} s budget)" if result.details.get("stopped_by_budget") or over else ""
+    return f"{head} {result.status.upper()} in {result.seconds:.1f} s{late}"
 
 
 def run_in_trainer(
-    checks: Sequence[RunnableCheck],
+    checks: Sequence[SanityCheck],
     trainer: pl.Trainer,
     pl_module: pl.LightningModule,
     options: PreflightOptions,
@@ -122,14 +109,7 @@ def run_in_trainer(
     if all(result is not None for result in skipped):
         report = PreflightReport([result for result in skipped if result is not None])
     else:
-        context = CheckContext.from_trainer(
-            trainer,
-            pl_module,
-            input_key=options.input_key,
-            target_key=options.target_key,
-            num_classes=options.num_classes,
-            seed=options.seed,
-        )
+        context = CheckContext.from_trainer(trainer, pl_module, **options.harness())
         # the line follows the Trainer's convention: `enable_progress_bar=False` draws none
         report = run_checks(checks, context, options, draw=trainer.progress_bar_callback is not None)
     if options.print_report and trainer.is_global_zero:
@@ -190,7 +170,5 @@ def log_results(trainer: pl.Trainer, results: list[CheckResult]) -> None:
         for r in results
         if isinstance(r.details.get("measured"), (int, float)) and math.isfinite(r.details["measured"])
     }
-    if not metrics:
-        return
-    for logger in trainer.loggers:
+    for logger in trainer.loggers if metrics else []:
         logger.log_metrics(metrics, step=0)

@@ -31,6 +31,7 @@ Status = Literal["pass", "warn", "fail", "inconclusive", "skip", "error"]
 STATUSES: tuple[str, ...] = ("pass", "warn", "fail", "inconclusive", "skip", "error")
 #: The statuses that are a verdict on the model; ``inconclusive``, ``skip`` and ``error`` are not.
 JUDGED: tuple[str, ...] = ("pass", "warn", "fail")
+ALWAYS_COUNTED = ("pass", "warn", "fail", "skip")  # in a report's tally; inconclusive and error when some
 
 
 class CheckSkipped(Exception):
@@ -104,16 +105,9 @@ class CheckResult:
         return self.status in JUDGED
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "summary": self.summary,
-            "action": self.action,
-            "message": self.message,
-            "guide": self.guide,
-            "details": jsonable(self.details, nonfinite_as_str=True, max_tensor_elements=None, fallback=str),
-            "seconds": round(self.seconds, 4),
-        }
+        keys = ("name", "status", "summary", "action", "message", "guide")
+        details = jsonable(self.details, nonfinite_as_str=True, max_tensor_elements=None, fallback=str)
+        return {**{k: getattr(self, k) for k in keys}, "details": details, "seconds": round(self.seconds, 4)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckResult:
@@ -230,10 +224,7 @@ class PreflightReport:
         return len(self.results)
 
     def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(STATUSES, 0)
-        for result in self.results:
-            counts[result.status] += 1
-        return counts
+        return {status: sum(r.status == status for r in self.results) for status in STATUSES}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -293,12 +284,8 @@ class PreflightReport:
         return self.render()
 
     def __repr__(self) -> str:
-        always = ("pass", "warn", "fail", "skip")  # inconclusive and error only when there are some
-        counts = ", ".join(f"{k}={v}" for k, v in self.counts().items() if v or k in always)
+        counts = ", ".join(f"{k}={v}" for k, v in self.counts().items() if v or k in ALWAYS_COUNTED)
         return f"PreflightReport(ok={self.ok}, {counts})"
-
-
-# The report and its results are typed ``Any`` here: ``report.py`` imports this module (no import circle).
 
 
 STYLE = {
@@ -329,24 +316,17 @@ def first_sentence(message: str) -> str:
 
 def title(report: Any, slowest: bool = True) -> str:
     """The report's headline (rich markup): verdict, counts, seconds and (``slowest``) the slowest check."""
-    counts = report.counts()
-    if report.ok:
-        verdict = "[green]OK[/]"
-    elif report.failures:
-        verdict = "[bold red]FAILED[/]"
-    elif report.errors:
-        verdict = "[bold magenta]ERROR[/]"
-    else:
-        verdict = "[magenta]NOT JUDGED[/]"
-    tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n or s in ("pass", "warn", "fail", "skip"))
+    key = "pass" if report.ok else "fail" if report.failures else "error" if report.errors else "inconclusive"
+    word = {"pass": "OK", "fail": "FAILED", "error": "ERROR", "inconclusive": "NOT JUDGED"}[key]
+    verdict = f"[{STYLE[key]}]{word}[/]"
+    tally = ", ".join(f"{n} {s}" for s, n in report.counts().items() if n or s in ALWAYS_COUNTED)
     longest = report.slowest
     slow = f"; slowest: {longest.name} {longest.seconds:.1f} s" if slowest and longest is not None else ""
     return f"Preflight {verdict}: {tally} ({report.seconds:.1f} s{slow})"
 
 
 def renderable(report: Any, verbose: bool = False) -> Any:
-    """A rich renderable of ``report`` (needs rich): compact (one line per check) or, with ``verbose``, the
-    full table."""
+    """``report`` for rich: compact (one line per check) or, with ``verbose``, the full table."""
     from rich.console import Group
     from rich.text import Text
 

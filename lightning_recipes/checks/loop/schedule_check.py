@@ -22,7 +22,7 @@ from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.optimizers import configure_optimizers_on_copy
 from lightning_recipes.harness.run_length import PlannedTrainer, RunLength
 from lightning_recipes.harness.schedulers import SchedulerConfig, schedulers_from_config
-from lightning_recipes.harness.trial_fit import trial_fit
+from lightning_recipes.harness.trial_fit import TrialFit, trial_fit
 
 __all__ = ["ScheduleCheck"]
 
@@ -261,16 +261,14 @@ class ScheduleCheck(SanityCheck):
             plateau = plateau_directions(context, config) if len(stepped) < len(configs) else []
         except Exception as err:
             plateau = [{"agrees": None, "why": f"a copy's step raised {type(err).__name__}"}]
-        if reversed_ := [p for p in plateau if p["agrees"] is False]:
-            p = reversed_[0]
+        if p := next((p for p in plateau if p["agrees"] is False), None):
             summary = (
                 f"ReduceLROnPlateau(mode={p['mode']!r}) on {p['monitor']!r}: {p['before']:.3g} -> "
                 f"{p['after']:.3g} while a copy learned, so it cuts the LR as it improves"
             )
             action = f"Use mode={'min' if p['mode'] == 'max' else 'max'!r} for {p['monitor']!r}."
             return self.verdict("fail", summary[:SUMMARY_LIMIT], {"plateau": plateau}, action)
-        if not stepped and any(p["agrees"] for p in plateau):
-            p = next(p for p in plateau if p["agrees"])
+        if not stepped and (p := next((p for p in plateau if p["agrees"]), None)):
             moved = f"{p['monitor']!r} went {p['before']:.3g} -> {p['after']:.3g} as a copy learned"
             summary = f"ReduceLROnPlateau(mode={p['mode']!r}) agrees: {moved}"
             return self.verdict("pass", summary[:SUMMARY_LIMIT], {"plateau": plateau})
@@ -307,11 +305,12 @@ class ScheduleCheck(SanityCheck):
             summary = "the run's length is unknown and no scheduler states one"
             return self.verdict("inconclusive", summary, {"schedulers": names}, action=_ASK_LENGTH)
         curves = lr_curves(stepped, total, run.batches_per_epoch, run.accumulate_grad_batches)
-        findings = []
-        for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True)):
-            rules = {"collapse": self.collapse, "low": self.low, "growth": self.growth}
-            if finding := judge_curve(curves.values[:, column], base, total, **rules):
-                findings.append((label, finding))
+        rules = {"collapse": self.collapse, "low": self.low, "growth": self.growth}
+        findings = [
+            (label, finding)
+            for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True))
+            if (finding := judge_curve(curves.values[:, column], base, total, **rules))
+        ]
         if not curves.error and not findings:
             findings = self._unfinished_rise(context, curves, run)
         details: dict[str, Any] = {
@@ -437,24 +436,24 @@ def _sized_in_steps(context: CheckContext, run: RunLength, where: str) -> dict[s
 def _sized_in_steps_in_a_trial(context: CheckContext) -> dict[str, Any] | None:
     """:func:`_sized_in_steps` for the trial fit's run, with the LR the trial used as evidence."""
     found = _sized_in_steps(context, _TRIAL, "in the trial fit")
-    if found is None:
-        return None
-    try:
-        fit = trial_fit(context, steps=TRIAL_STEPS, max_samples=TRIAL_SAMPLES)
-    except Exception:  # the trial cannot run here: the configuration alone decides
-        return found
-    lrs = [step.lr for step in fit.steps]
-    if lrs:
+    fit = _trial(context) if found is not None else ""  # a trial that cannot run: the configuration decides
+    if found is not None and not isinstance(fit, str) and (lrs := [step.lr for step in fit.steps]):
         found["trial_lr"] = {"first": lrs[0], "lowest": min(lrs), "highest": max(lrs), "steps": len(lrs)}
     return found
 
 
+def _trial(context: CheckContext) -> TrialFit | str:
+    """The shared trial fit, or why it cannot run here (no data, a multi-process run)."""
+    try:
+        return trial_fit(context, steps=TRIAL_STEPS, max_samples=TRIAL_SAMPLES)
+    except Exception as err:
+        return f"{type(err).__name__}: {str(err)[:80]}"
+
+
 def _trial_lrs(context: CheckContext, automatic: bool) -> tuple[list[float], list[float]] | str:
     """The trial fit's LR per step and the LR its schedulers declare for it; or why not."""
-    try:
-        fit = trial_fit(context, steps=TRIAL_STEPS, max_samples=TRIAL_SAMPLES)
-    except Exception as err:  # the trial cannot run here (no data, a multi-process run): not observed
-        return f"{type(err).__name__}: {str(err)[:80]}"
+    if isinstance(fit := _trial(context), str):
+        return fit
     if fit.automatic != automatic or len(fit.optimizers) != 1 or not fit.steps:
         return "not one optimizer stepping under automatic optimisation"
     configs = _built_for(context, _TRIAL)
@@ -474,12 +473,9 @@ def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
     if isinstance(trial, str):
         return {"observed": False, "why": trial}
     seen, declared = trial
-    found: dict[str, Any] = {"observed": True, "steps": len(seen)}
-    for step, (lr, expected) in enumerate(zip(seen, declared)):
-        if abs(lr - expected) > 1e-6 * max(abs(expected), 1e-12):
-            found["first_difference"] = (step, lr, expected)
-            break
-    return found
+    pairs = enumerate(zip(seen, declared))
+    off = [(i, a, b) for i, (a, b) in pairs if abs(a - b) > 1e-6 * max(abs(b), 1e-12)]
+    return {"observed": True, "steps": len(seen), **({"first_difference": off[0]} if off else {})}
 
 
 def _never_stepped_by_hand(context: CheckContext) -> dict[str, Any] | None:
@@ -489,9 +485,8 @@ def _never_stepped_by_hand(context: CheckContext) -> dict[str, Any] | None:
         return None
     seen, declared = trial
     first = declared[0]
-    if len(seen) < 2 or not _same(seen[0], first) or all(_same(first, d) for d in declared):
-        return None
-    if not all(_same(seen[0], lr) for lr in seen):
+    stuck = not all(_same(first, d) for d in declared) and all(_same(seen[0], lr) for lr in seen)
+    if len(seen) < 2 or not _same(seen[0], first) or not stuck:
         return None
     return {"observed": seen[0], "steps": len(seen), "declared_first": first, "declared_last": declared[-1]}
 
@@ -521,15 +516,13 @@ def plateau_directions(context: CheckContext, config: Any) -> list[dict[str, Any
 
     def log(name: str, value: Any, *args: Any, **kwargs: Any) -> None:
         if isinstance(value, (int, float)) or (isinstance(value, Tensor) and value.numel() == 1):
-            logged[name] = float(value.detach() if isinstance(value, Tensor) else value)
-
-    model.log = log  # type: ignore[method-assign]
+            logged[name] = float(value)
 
     def log_dict(values: Mapping[str, Any], *args: Any, **kwargs: Any) -> None:
         for name, value in values.items():
             log(name, value)
 
-    model.log_dict = log_dict  # type: ignore[method-assign,assignment]
+    model.log, model.log_dict = log, log_dict  # type: ignore[method-assign,assignment]
 
     def read() -> tuple[float, dict[str, float]]:
         logged.clear()

@@ -118,9 +118,7 @@ class ValidationPathCheck(SanityCheck):
         same_preprocessing = "Apply one preprocessing function in both steps (or in on_after_batch_transfer)."
         if val_drop >= self.min_share * train_drop - 3 * sigma:
             if not differs:
-                return CheckResult(
-                    self.name, "pass", f"{saw} ({share:.0%}): validation sees the fit", details
-                )
+                return self.verdict("pass", f"{saw} ({share:.0%}): validation sees the fit", details)
             details["gap_after"] = gap = view.after - last
             far = gap > self.min_share * train_drop + 3 * sigma or (view.input_difference or 0) >= INPUT_FAIL
             return self.verdict(
@@ -144,8 +142,7 @@ class ValidationPathCheck(SanityCheck):
             raise CheckInconclusive(
                 f"{lags}, but BatchNorm statistics still hold {view.batchnorm_lag:.0%} of their start"
             )
-        kept = _statistics_kept_by_hand(context)
-        if kept:
+        if kept := _statistics_kept_by_hand(context):
             raise CheckInconclusive(f"{lags}, but it reads running statistics kept by {listed(kept, 24)}")
         reads = f"{len(view.averaged)} averaged weights off the fit" if view.averaged else "another tensor"
         return self.verdict(
