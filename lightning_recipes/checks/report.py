@@ -135,9 +135,7 @@ class PreflightError(RuntimeError):
     def __init__(self, results: list[CheckResult], note: str = "") -> None:
         self.results = results
         lines = [f"{len(results)} preflight check(s) failed:" if results else "a preflight check failed:"]
-        lines += [f"- {r.name}: {r.message}" for r in results]
-        if note:
-            lines.append(note)
+        lines += [f"- {r.name}: {r.message}" for r in results] + ([note] if note else [])
         super().__init__("\n".join(lines))
 
 
@@ -263,7 +261,13 @@ class PreflightReport:
             Preflight OK: 1 pass, 0 warn, 0 fail, 0 skip (0.1 s)
             PASS init_loss loss 2.30 = ln 10.
         """
-        return to_text(self, verbose=verbose, width=width)
+        width = width if width is not None else shutil.get_terminal_size().columns
+        if has_rich() or verbose:
+            text = render(renderable(self, verbose) if has_rich() else _table(self), width=width)
+        else:
+            lines = [title(self, slowest=False), *compact_lines(self.results, width)]
+            text = "\n".join(map(strip_markup, lines))
+        return "\n".join(line.rstrip() for line in text.rstrip("\n").splitlines())
 
     def print(self, verbose: bool = False, console: Any = None) -> None:
         """Print the report with rich (colours in a terminal) on ``console`` (default: stdout's), compact
@@ -369,18 +373,6 @@ class _Lines:
 
         for line in compact_lines(self.results, options.max_width):
             yield Text.from_markup(line)
-
-
-def to_text(report: Any, verbose: bool = False, width: int | None = None) -> str:
-    """``report`` rendered as plain text ``width`` columns wide (default: the terminal's width)."""
-    width = width if width is not None else shutil.get_terminal_size().columns
-    if has_rich() or verbose:
-        text = render(renderable(report, verbose) if has_rich() else _table(report), width=width)
-    else:
-        text = "\n".join(
-            map(strip_markup, [title(report, slowest=False), *compact_lines(report.results, width)])
-        )
-    return "\n".join(line.rstrip() for line in text.rstrip("\n").splitlines())
 
 
 def _table(report: Any) -> Any:

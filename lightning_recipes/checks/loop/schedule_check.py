@@ -279,13 +279,11 @@ class ScheduleCheck(SanityCheck):
         names = ", ".join(type(c.scheduler).__name__ for c in stepped)
         observed = _observed_in_a_trial(context)  # the schedule as the loop steps it, not as configured
         if "first_difference" in observed:
-            step, seen, declared = observed["first_difference"]
-            return self.verdict(
-                "fail",
-                f"a trial fit left the declared LR schedule at step {step}: {seen:.3g} vs {declared:.3g}",
-                {"trial": observed, "schedulers": [_described(c) for c in stepped]},
-                action="Step each configured scheduler only where declared: Lightning steps it already.",
-            )
+            step, seen, meant = observed["first_difference"]
+            summary = f"a trial fit left the declared LR schedule at step {step}: {seen:.3g} vs {meant:.3g}"
+            action = "Step each configured scheduler only where declared: Lightning steps it already."
+            evidence = {"trial": observed, "schedulers": [_described(c) for c in stepped]}
+            return self.verdict("fail", summary, evidence, action=action)
         mismatch = _sized_in_steps(context, run, "in the run") if run.total_steps else None
         if mismatch is None and run.total_steps is None:
             mismatch = _sized_in_steps_in_a_trial(context)
@@ -342,12 +340,9 @@ class ScheduleCheck(SanityCheck):
                 f"the run's {total} steps exceed the {curves.simulated} simulated; none broke a rule"
             )
         first = details["groups"][curves.labels[0]]
-        return self.verdict(
-            "pass",
-            f"{names} over {total} steps: LR {first['first']:.3g} -> {first['last']:.3g}, peak "
-            f"{first['peak']:.3g}: no collapse, endless warm-up or growth",
-            details,
-        )
+        lr = f"LR {first['first']:.3g} -> {first['last']:.3g}, peak {first['peak']:.3g}"
+        summary = f"{names} over {total} steps: {lr}: no collapse, endless warm-up or growth"
+        return self.verdict("pass", summary, details)
 
     def _unfinished_rise(
         self, context: CheckContext, curves: LRCurves, run: RunLength
@@ -366,13 +361,9 @@ class ScheduleCheck(SanityCheck):
         if longer.shape[1:] != values.shape[1:]:
             return []
         peaks, later = values.amax(0).tolist(), longer.amax(0).tolist()
+        rule = "never_warms_up"  # stepped on past the run, the LR rises past twice its peak
         return [
-            (
-                label,
-                CurveFinding(
-                    "never_warms_up", f"still rises at step {total}, {b / a:.1f} x short of its peak"
-                ),
-            )
+            (label, CurveFinding(rule, f"still rises at step {total}, {b / a:.1f} x short of its peak"))
             for label, a, b in zip(curves.labels, peaks, later)
             if b > 2 * a > 0
         ]

@@ -126,12 +126,9 @@ class ValidationPathCheck(SanityCheck):
             )
         lags = f"{saw} ({share:.0%} of the fall)"
         if view.stale:
-            return self.verdict(
-                "fail",
-                f"{lags}: it reads {len(view.stale)} stale: {listed(view.stale, 24)}",
-                details,
-                action="Update the averaged copy each step, or evaluate the modules training trains.",
-            )
+            stale = f"{lags}: it reads {len(view.stale)} stale: {listed(view.stale, 24)}"
+            action = "Update the averaged copy each step, or evaluate the modules training trains."
+            return self.verdict("fail", stale, details, action=action)
         if view.averaged and view.lag is not None and view.lag < 1 - 1e-3 and val_drop > 3 * sigma:
             return self.verdict(
                 "pass", f"{lags}: it reads averaged weights, {1 - view.lag:.0%} of the way there", details
@@ -145,12 +142,8 @@ class ValidationPathCheck(SanityCheck):
         if kept := _statistics_kept_by_hand(context):
             raise CheckInconclusive(f"{lags}, but it reads running statistics kept by {listed(kept, 24)}")
         reads = f"{len(view.averaged)} averaged weights off the fit" if view.averaged else "another tensor"
-        return self.verdict(
-            "fail",
-            f"{lags}: same weights and inputs, yet {reads}",
-            details,
-            action="Compute the validation loss with the same code and weights as training_step.",
-        )
+        action = "Compute the validation loss with the same code and weights as training_step."
+        return self.verdict("fail", f"{lags}: same weights and inputs, yet {reads}", details, action=action)
 
 
 def _statistics_kept_by_hand(context: CheckContext) -> list[str]:
