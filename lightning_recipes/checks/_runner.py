@@ -148,8 +148,7 @@ def unsupported_strategy(trainer: pl.Trainer, name: str) -> CheckResult | None:
 def enforce(trainer: pl.Trainer, results: list[CheckResult], on_fail: str) -> bool:
     """Reduce "any check failed" across ranks (one collective call), raise on every rank or warn."""
     failures = [r for r in results if r.failed]
-    any_failed = bool(trainer.strategy.reduce_boolean_decision(bool(failures), all=False))
-    if not any_failed:
+    if not trainer.strategy.reduce_boolean_decision(bool(failures), all=False):
         return False
     note = "" if failures else f"(rank {trainer.global_rank} passed; the failure is on another rank)"
     if on_fail == "raise":

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from lightning_recipes._console import escape, has_rich, new_table, render, strip_markup
+from lightning_recipes._console import escape, has_rich, new_table, print_rich, render, strip_markup
 from lightning_recipes._jsonable import jsonable
 
 __all__ = [
@@ -272,14 +272,10 @@ class PreflightReport:
     def print(self, verbose: bool = False, console: Any = None) -> None:
         """Print the report with rich (colours in a terminal) on ``console`` (default: stdout's), compact
         unless ``verbose`` (see :meth:`render`)."""
-        if console is None:
-            if not has_rich():
-                print(self.render(verbose))
-                return
-            from rich.console import Console
-
-            console = Console()
-        console.print(renderable(self, verbose))
+        if console is None and not has_rich():
+            print(self.render(verbose))
+        else:
+            (print_rich if console is None else console.print)(renderable(self, verbose))
 
     def __rich__(self) -> Any:
         return renderable(self, verbose=False)
@@ -348,11 +344,8 @@ def compact_lines(results: list[Any], width: int) -> list[str]:
     room = max(width - indent, 20)
     lines = []
     for result in results:
-        head = (
-            _status(result)
-            + " " * (status_width - len(result.status) + 1)
-            + result.name.ljust(name_width + 1)
-        )
+        pad = " " * (status_width - len(result.status) + 1)
+        head = _status(result) + pad + result.name.ljust(name_width + 1)
         if result.status in DETAILED:
             body = textwrap.wrap(" ".join(result.message.split()), room, break_on_hyphens=False) or [""]
         else:
@@ -362,11 +355,11 @@ def compact_lines(results: list[Any], width: int) -> list[str]:
     return lines
 
 
+@dataclass
 class _Lines:
     """:func:`compact_lines` for rich, at the console's width."""
 
-    def __init__(self, results: list[Any]) -> None:
-        self.results = results
+    results: list[Any]
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.text import Text

@@ -593,12 +593,10 @@ def _collapses_at_any_length(
     curves = lr_curves(configs, horizon, run.batches_per_epoch, run.accumulate_grad_batches)
     if curves.error or len(curves.values) < horizon:
         return None
+    rules = {"collapse": collapse, "low": low, "growth": math.inf}
     for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True)):
         curve = curves.values[:, column]
-        found = [
-            judge_curve(curve[:n], base, n, collapse=collapse, low=low, growth=math.inf)
-            for n in (shortest, horizon)
-        ]
+        found = [judge_curve(curve[:n], base, n, **rules) for n in (shortest, horizon)]
         below = torch.nonzero(curve < collapse * base).flatten()
         if all(f is not None and f.rule == "collapse" for f in found) and len(below) and below[0] < per_epoch:
             return {
@@ -619,9 +617,6 @@ def _own_length(configs: list[SchedulerConfig], steps_per_epoch: int | None) -> 
         per_interval = 1 if config.interval == "step" else steps_per_epoch
         if own is not None and per_interval is not None:
             attribute, stated = own
-            name = type(config.scheduler).__name__
-            return (
-                stated * config.frequency * per_interval,
-                f"{name}'s own {attribute}={stated} (run length unknown)",
-            )
+            source = f"{type(config.scheduler).__name__}'s own {attribute}={stated} (run length unknown)"
+            return stated * config.frequency * per_interval, source
     return None, "unknown"

@@ -18,7 +18,7 @@ from lightning_recipes.checks.report import CheckInconclusive, CheckResult, Chec
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.trial_fit import trial_fit
 
-__all__ = ["ValidationPathCheck", "loss_noise"]
+__all__ = ["ValidationPathCheck"]
 
 #: Share of their initial values the BatchNorm running statistics may still hold for a judgement.
 BATCHNORM_LAG = 0.1
@@ -100,7 +100,7 @@ class ValidationPathCheck(SanityCheck):
                 "nothing to compare validation with"
             )
         first, last = losses[0], losses[-1]
-        sigma = loss_noise(losses[len(losses) // 2 - 1 :])  # the end of the curve: less curvature
+        sigma = difference_noise(losses[len(losses) // 2 - 1 :], order=2)  # the end: less curvature
         train_drop, val_drop = first - last, view.before - view.after
         needed = max(0.1 * abs(first), 4 * sigma)
         share = val_drop / train_drop if train_drop else 0.0
@@ -153,13 +153,3 @@ def _statistics_kept_by_hand(context: CheckContext) -> list[str]:
     kept = keeping_statistics(model, lambda: context.training_loss(model, batch))
     names = {id(m): name for name, m in model.named_modules()}
     return [names[id(m)] or type(m).__name__ for m in kept if not isinstance(m, _BatchNorm)]
-
-
-def loss_noise(losses: list[float]) -> float:
-    """The step-to-step noise of a loss curve, blind to its trend (order-2 differences).
-
-    Example:
-        >>> loss_noise([3.0, 2.0, 1.0, 0.0]), round(loss_noise([1.0, 0.0, 1.0, 0.0, 1.0]), 3)
-        (0.0, 0.816)
-    """
-    return difference_noise(losses, order=2)
