@@ -39,16 +39,14 @@ PLATEAU_STEPS, PLATEAU_MOVE = 100, 0.2
 
 @dataclass
 class LRCurves:
-    """The LR of each param group at each optimizer step (``values[step, group]``), the groups' base LRs and
-    labels, the planned ``total``, the error a scheduler raised (and at which step), the steps simulated."""
+    """The LR of each param group at each optimizer step simulated (``values[step, group]``), the groups' base
+    LRs and labels, the error a scheduler raised (and at which step)."""
 
     values: Tensor
     bases: list[float]
     labels: list[str]
-    total: int
     error: str = ""
     error_step: int | None = None
-    simulated: int = 0
 
 
 def lr_curves(
@@ -96,7 +94,7 @@ def lr_curves(
             error = _step_all([c for c in configs if c.interval == "epoch"], epoch + 1)
             error_step, epoch = step if error else None, epoch + 1
     values = torch.tensor(rows, dtype=torch.float64).repeat_interleave(torch.tensor(repeats), dim=0)
-    return LRCurves(values, bases, labels, total, error, error_step, len(values))
+    return LRCurves(values, bases, labels, error, error_step)
 
 
 def _step_all(configs: list[SchedulerConfig], index: int) -> str:
@@ -144,13 +142,9 @@ def judge_curve(
     warmed = torch.nonzero(curve >= low * base).flatten()  # a warm-up may start far below `collapse`
     warm_at = int(warmed[0]) if len(warmed) else n
     collapsed = torch.nonzero(curve[warm_at:] < collapse * base).flatten() + warm_at
-    if len(collapsed) and int(collapsed[0]) < total / 2:
-        at = int(collapsed[0])
-        stays = float((curve[at:] < low * base).double().mean())
-        if stays >= 0.5:
-            return CurveFinding(
-                "collapse", f"falls below {collapse:g} x base at step {at} of {total} and stays"
-            )
+    at = int(collapsed[0]) if len(collapsed) else total  # stays: at least half the rest below `low`
+    if at < total / 2 and float((curve[at:] < low * base).double().mean()) >= 0.5:
+        return CurveFinding("collapse", f"falls below {collapse:g} x base at step {at} of {total} and stays")
     tail = float(curve[min(n - 1, int(0.9 * total))])
     rising = n == total and n - 1 > int(0.9 * total) and float(curve[-1]) > tail * (1 + 1e-9)
     if float(curve[0]) < low * base and rising and float(curve.max()) < 0.5 * base:
@@ -310,12 +304,12 @@ class ScheduleCheck(SanityCheck):
             if (finding := judge_curve(curves.values[:, column], base, total, **rules))
         ]
         if not curves.error and not findings:
-            findings = self._unfinished_rise(context, curves, run)
+            findings = _unfinished_rise(context, curves, run, total)
         details: dict[str, Any] = {
             "trial": observed,
             "plateau": plateau,
             "total_steps": total,
-            "simulated_steps": curves.simulated,
+            "simulated_steps": len(curves.values),
             "length_source": source,
             "schedulers": [_described(c) for c in stepped],
             "not_simulated": len(configs) - len(stepped),
@@ -335,38 +329,39 @@ class ScheduleCheck(SanityCheck):
             finding = findings[0][1]
             summary = f"{names}: the LR {finding.message} ({finding.rule})"[:SUMMARY_LIMIT]
             return self.verdict("fail", summary, details, action=_FIXES[finding.rule])
-        if curves.simulated < total:
+        if len(curves.values) < total:
             raise CheckInconclusive(
-                f"the run's {total} steps exceed the {curves.simulated} simulated; none broke a rule"
+                f"the run's {total} steps exceed the {len(curves.values)} simulated; none broke a rule"
             )
         first = details["groups"][curves.labels[0]]
         lr = f"LR {first['first']:.3g} -> {first['last']:.3g}, peak {first['peak']:.3g}"
         summary = f"{names} over {total} steps: {lr}: no collapse, endless warm-up or growth"
         return self.verdict("pass", summary, details)
 
-    def _unfinished_rise(
-        self, context: CheckContext, curves: LRCurves, run: RunLength
-    ) -> list[tuple[str, CurveFinding]]:
-        """Groups whose LR ends at its peak and, stepped on, rises past twice it: a cut-off warm-up."""
-        values, total = curves.values, curves.total
-        if len(values) < max(2, total) or not bool(
-            ((values[-1] >= values.amax(0) * (1 - 1e-9)) & (values[-1] > values[0] * (1 + 1e-9))).any()
-        ):
-            return []
-        config, error = configure_optimizers_on_copy(context.copy_model(), context.trainer_for_copies())
-        fresh = [] if error else [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
-        longer = lr_curves(
-            fresh, min(10 * total, total + 20_000), run.batches_per_epoch, run.accumulate_grad_batches
-        ).values
-        if longer.shape[1:] != values.shape[1:]:
-            return []
-        peaks, later = values.amax(0).tolist(), longer.amax(0).tolist()
-        rule = "never_warms_up"  # stepped on past the run, the LR rises past twice its peak
-        return [
-            (label, CurveFinding(rule, f"still rises at step {total}, {b / a:.1f} x short of its peak"))
-            for label, a, b in zip(curves.labels, peaks, later)
-            if b > 2 * a > 0
-        ]
+
+def _unfinished_rise(
+    context: CheckContext, curves: LRCurves, run: RunLength, total: int
+) -> list[tuple[str, CurveFinding]]:
+    """Groups whose LR ends at its peak and, stepped on, rises past twice it: a cut-off warm-up."""
+    values = curves.values
+    if len(values) < max(2, total) or not bool(
+        ((values[-1] >= values.amax(0) * (1 - 1e-9)) & (values[-1] > values[0] * (1 + 1e-9))).any()
+    ):
+        return []
+    config, error = configure_optimizers_on_copy(context.copy_model(), context.trainer_for_copies())
+    fresh = [] if error else [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
+    longer = lr_curves(
+        fresh, min(10 * total, total + 20_000), run.batches_per_epoch, run.accumulate_grad_batches
+    ).values
+    if longer.shape[1:] != values.shape[1:]:
+        return []
+    peaks, later = values.amax(0).tolist(), longer.amax(0).tolist()
+    rule = "never_warms_up"  # stepped on past the run, the LR rises past twice its peak
+    return [
+        (label, CurveFinding(rule, f"still rises at step {total}, {b / a:.1f} x short of its peak"))
+        for label, a, b in zip(curves.labels, peaks, later)
+        if b > 2 * a > 0
+    ]
 
 
 _PER_STEP = 'Register a scheduler sized in optimizer steps with "interval": "step" (a dict), not per epoch.'
