@@ -2,8 +2,8 @@
 
 Example:
     >>> with time_budget(None):
-    ...     out_of_time(), time_left() == float("inf")
-    (False, True)
+    ...     out_of_time()
+    False
     >>> with time_budget(0.0):
     ...     out_of_time()
     True
@@ -31,7 +31,6 @@ __all__ = [
     "holds_compiled_module",
     "out_of_time",
     "time_budget",
-    "time_left",
 ]
 
 _DEADLINE: ContextVar[float | None] = ContextVar("lightning_recipes_check_deadline", default=None)
@@ -96,15 +95,10 @@ def holds_compiled_module(model: nn.Module) -> bool:
     )
 
 
-def time_left() -> float:
-    """Seconds left in the innermost budget (``inf`` outside any budget)."""
-    deadline = _DEADLINE.get()
-    return float("inf") if deadline is None else deadline - time.perf_counter()
-
-
 def out_of_time() -> bool:
     """Whether the innermost budget is spent."""
-    return time_left() <= 0.0
+    deadline = _DEADLINE.get()
+    return deadline is not None and time.perf_counter() >= deadline
 
 
 def budget_seconds() -> float | None:

@@ -25,10 +25,8 @@ def infer_num_classes(output: Tensor | None, targets: Tensor | None) -> tuple[in
     if output is None or targets is None or not torch.is_floating_point(output) or output.ndim < 1:
         return None
     out_shape, tgt_shape = list(output.shape), list(targets.shape)
-    described = (
-        f"logits {out_shape} for {'integer' if not targets.is_floating_point() else 'soft'} "
-        f"targets {tgt_shape}"
-    )
+    kind = "soft" if targets.is_floating_point() else "integer"
+    described = f"logits {out_shape} for {kind} targets {tgt_shape}"
     if not targets.is_floating_point() and not targets.is_complex() and targets.dtype != torch.bool:
         classes = out_shape[-1]
         if classes >= 2 and out_shape[:-1] == tgt_shape:

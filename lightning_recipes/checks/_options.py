@@ -40,9 +40,7 @@ def check_time_budget(name: str, value: Any, *, allow_default: bool = False) -> 
     if value is None or (allow_default and value == "default"):
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        allowed = "a positive number of seconds, None (unlimited)" + (
-            ' or "default"' if allow_default else ""
-        )
+        allowed = "a positive number of seconds, None (unlimited)" + ' or "default"' * allow_default
         raise ValueError(f"`{name}` must be {allowed}, got {value!r}.")
     check_positive(name, value)
 
@@ -92,3 +90,8 @@ class PreflightOptions:
         check_bool("print_report", self.print_report)
         check_bool("verbose", self.verbose)
         check_run_length(self.max_epochs, self.max_steps)
+
+    def harness(self, **more: Any) -> dict[str, Any]:
+        """The keyword options of a :class:`~lightning_recipes.harness.Harness` among these, and ``more``."""
+        names = ("input_key", "target_key", "num_classes", "seed", "max_epochs", "max_steps")
+        return {**{name: getattr(self, name) for name in names}, **more}

@@ -147,18 +147,16 @@ def until_it_reacts(
 ) -> tuple[T, int]:
     """``measure()`` at init and, while ``reacts`` says the output ignores its inputs (a zero-initialised
     head), after one and two optimizer steps of the copy on ``batch``; the last measurement and the steps."""
-    optimizers = None
-    for steps in range(LOOKS):
-        found = measure()
-        if reacts(found) or steps == LOOKS - 1 or not model.automatic_optimization:
-            return found, steps
+    optimizers, steps, found = None, 0, measure()
+    while not reacts(found) and steps < LOOKS - 1 and model.automatic_optimization:
         was_training = model.training
         model.train()
         if optimizers is None:
             optimizers = context.build_optimizers(model).optimizers
         context.optimization_step(model, optimizers, batch)
         model.train(was_training)
-    raise AssertionError("unreachable")
+        steps, found = steps + 1, measure()
+    return found, steps
 
 
 def listed(names: list[str], width: int = 48) -> str:

@@ -99,12 +99,9 @@ def progress_line(
     head = f"preflight [{index + 1}/{total}] {name}:"
     if result is None:
         return f"{head} running ({'no budget' if budget is None else f'budget {budget:g} s'})"
-    line = f"{head} {result.status.upper()} in {result.seconds:.1f} s"
-    if result.details.get("stopped_by_budget") or (
-        budget is not None and result.seconds > hard_limit(budget)
-    ):
-        line += f" (over its {budget:g} s budget)"
-    return line
+    over = budget is not None and result.seconds > hard_limit(budget)
+    late = f" (over its {budget:g} s budget)" if result.details.get("stopped_by_budget") or over else ""
+    return f"{head} {result.status.upper()} in {result.seconds:.1f} s{late}"
 
 
 def run_in_trainer(
@@ -122,14 +119,7 @@ def run_in_trainer(
     if all(result is not None for result in skipped):
         report = PreflightReport([result for result in skipped if result is not None])
     else:
-        context = CheckContext.from_trainer(
-            trainer,
-            pl_module,
-            input_key=options.input_key,
-            target_key=options.target_key,
-            num_classes=options.num_classes,
-            seed=options.seed,
-        )
+        context = CheckContext.from_trainer(trainer, pl_module, **options.harness())
         # the line follows the Trainer's convention: `enable_progress_bar=False` draws none
         report = run_checks(checks, context, options, draw=trainer.progress_bar_callback is not None)
     if options.print_report and trainer.is_global_zero:
@@ -168,8 +158,7 @@ def unsupported_strategy(trainer: pl.Trainer, name: str) -> CheckResult | None:
 def enforce(trainer: pl.Trainer, results: list[CheckResult], on_fail: str) -> bool:
     """Reduce "any check failed" across ranks (one collective call), raise on every rank or warn."""
     failures = [r for r in results if r.failed]
-    any_failed = bool(trainer.strategy.reduce_boolean_decision(bool(failures), all=False))
-    if not any_failed:
+    if not trainer.strategy.reduce_boolean_decision(bool(failures), all=False):
         return False
     note = "" if failures else f"(rank {trainer.global_rank} passed; the failure is on another rank)"
     if on_fail == "raise":
@@ -190,7 +179,5 @@ def log_results(trainer: pl.Trainer, results: list[CheckResult]) -> None:
         for r in results
         if isinstance(r.details.get("measured"), (int, float)) and math.isfinite(r.details["measured"])
     }
-    if not metrics:
-        return
-    for logger in trainer.loggers:
+    for logger in trainer.loggers if metrics else []:
         logger.log_metrics(metrics, step=0)

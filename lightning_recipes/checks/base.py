@@ -194,10 +194,8 @@ class SanityCheck(Callback):
         budget = self.resolved_budget(default_budget)
         started = time.perf_counter()
         saved_keys = (context.input_key, context.target_key)
-        if self.input_key is not None:
-            context.input_key = self.input_key
-        if self.target_key is not None:
-            context.target_key = self.target_key
+        context.input_key = saved_keys[0] if self.input_key is None else self.input_key
+        context.target_key = saved_keys[1] if self.target_key is None else self.target_key
         try:
             eager = torch.compiler.set_stance("force_eager")  # the model, not the compiler: no recompiles
             with preserved_rng(), time_budget(budget, context.model), eager:
@@ -206,30 +204,20 @@ class SanityCheck(Callback):
         except BudgetExceeded:
             result = self._stopped(budget, time.perf_counter() - started)
         except (CheckSkipped, CannotRunOnCopy) as reason:  # the check's own skip, or the harness's
-            result = CheckResult(self.name, "skip", f"skipped: {reason}")
+            result = self.verdict("skip", f"skipped: {reason}")
         except CheckInconclusive as reason:
-            result = CheckResult(self.name, "inconclusive", str(reason), {"abstained": str(reason)})
+            result = self.verdict("inconclusive", str(reason), {"abstained": str(reason)})
         except Exception as err:  # the check raised (an error), or the user's code it ran on a copy (abstain)
             result = error_result(self.name, err)
-            where = _user_frame(err, type(self))
-            if where is not None:
-                result = CheckResult(
-                    self.name,
-                    "inconclusive",
-                    f"your code raised {type(err).__name__} at {where} on a copy outside the Trainer"[
-                        :SUMMARY_LIMIT
-                    ],
-                    {**result.details, "abstained": "user code raised"},
-                    action=result.action,
-                )
+            if (where := _user_frame(err, type(self))) is not None:
+                said = f"your code raised {type(err).__name__} at {where} on a copy outside the Trainer"
+                details = {**result.details, "abstained": "user code raised"}
+                result = self.verdict("inconclusive", said[:SUMMARY_LIMIT], details, action=result.action)
         finally:
             context.input_key, context.target_key = saved_keys
         result.seconds = time.perf_counter() - started
-        if (
-            budget is not None
-            and result.seconds > hard_limit(budget)
-            and "stopped_by_budget" not in result.details
-        ):
+        stopped = "stopped_by_budget" in result.details
+        if budget is not None and result.seconds > hard_limit(budget) and not stopped:
             result.details["over_budget_s"] = round(result.seconds - budget, 3)  # ran past its safety cap
         self.result = result
         return result
@@ -245,8 +233,7 @@ class SanityCheck(Callback):
         return default if self.time_budget == "default" else self.time_budget
 
     def _stopped(self, budget: float | None, seconds: float) -> CheckResult:
-        return CheckResult(
-            self.name,
+        return self.verdict(
             "inconclusive",
             f"stopped by its {budget:g} s safety cap after {seconds:.1f} s, before its work was done",
             {"stopped_by_budget": True, "time_budget_s": budget, "seconds": round(seconds, 3)},
@@ -257,12 +244,7 @@ class SanityCheck(Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.result is not None or trainer.ckpt_path is not None:
             return  # checks describe a fresh run; a resumed run already passed them
-        options = PreflightOptions(
-            input_key=self.input_key,
-            target_key=self.target_key,
-            time_budget=DEFAULT_TIME_BUDGET,
-            progress=True,
-        )
+        options = PreflightOptions(input_key=self.input_key, target_key=self.target_key)
         self.failed_on_any_rank = run_in_trainer(
             [self], trainer, pl_module, options, keep=self._keep, on_fail=self.on_fail
         )

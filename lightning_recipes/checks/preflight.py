@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any, Literal
 
 import lightning.pytorch as pl
@@ -73,16 +74,12 @@ def build_checks(checks: Sequence[str | SanityCheck] | str | SanityCheck | None)
         return [cls() for cls in CHECKS.values()]
     if isinstance(checks, (str, SanityCheck)):
         checks = [checks]
-    built: list[SanityCheck] = []
     for item in checks:
-        if isinstance(item, SanityCheck):
-            built.append(item)
-        elif isinstance(item, str) and item in CHECKS:
-            built.append(CHECKS[item]())
-        else:
+        if not isinstance(item, SanityCheck) and not (isinstance(item, str) and item in CHECKS):
             raise ValueError(
                 f"`checks` entries must be SanityCheck instances or one of {sorted(CHECKS)}, got {item!r}."
             )
+    built = [item if isinstance(item, SanityCheck) else CHECKS[item]() for item in checks]
     names = [c.name for c in built]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -135,21 +132,13 @@ def preflight(
         (True, 1.386)
     """
     built = build_checks(checks)
-    options = PreflightOptions(
-        input_key=input_key,
-        target_key=target_key,
-        num_classes=num_classes,
-        seed=seed,
-        num_threads=num_threads,
-        time_budget=time_budget,
-        total_time_budget=total_time_budget,
-        progress=progress,
-        print_report=print_report,
-        verbose=verbose,
-        max_epochs=max_epochs,
-        max_steps=max_steps,
-    )
+    options = _options(locals())
     return run_preflight(model, built, options, datamodule, train_dataloaders, val_dataloaders, device)
+
+
+def _options(given: dict[str, Any]) -> PreflightOptions:
+    """The :class:`PreflightOptions` named among a call's arguments (its ``locals()``)."""
+    return PreflightOptions(**{f.name: given[f.name] for f in fields(PreflightOptions) if f.name in given})
 
 
 def run_preflight(
@@ -164,19 +153,9 @@ def run_preflight(
     """:func:`preflight` with its options as one record and its checks built (what the command line calls)."""
     model = getattr(model, "_orig_mod", model)  # torch.compile(module): the checks run the module eagerly
     data = resolve_fit_data("preflight", model, datamodule, train_dataloaders, val_dataloaders)
-    context = CheckContext(
-        model,
-        data.train,
-        data.val,
-        device=device,
-        datamodule=datamodule,
-        input_key=options.input_key,
-        target_key=options.target_key,
-        num_classes=options.num_classes if options.num_classes is not None else data.num_classes,
-        seed=options.seed,
-        max_epochs=options.max_epochs,
-        max_steps=options.max_steps,
-    )
+    num_classes = options.num_classes if options.num_classes is not None else data.num_classes
+    harness = options.harness(device=device, datamodule=datamodule, num_classes=num_classes)
+    context = CheckContext(model, data.train, data.val, **harness)
     report = run_checks(checks, context, options)
     if options.print_report:
         report.print(verbose=options.verbose)
@@ -225,18 +204,7 @@ class Preflight(Callback):
         verbose: bool = False,
     ) -> None:
         check_choice("on_fail", on_fail, ON_FAIL)
-        self.options = PreflightOptions(
-            input_key=input_key,
-            target_key=target_key,
-            num_classes=num_classes,
-            seed=seed,
-            num_threads=num_threads,
-            time_budget=time_budget,
-            total_time_budget=total_time_budget,
-            progress=progress,
-            print_report=print_report,
-            verbose=verbose,
-        )
+        self.options = _options(locals())
         self.checks = build_checks(checks)
         self.on_fail = on_fail
         self.report: PreflightReport | None = None

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from lightning_recipes._console import escape, has_rich, new_table, render, strip_markup
+from lightning_recipes._console import escape, has_rich, new_table, print_rich, render, strip_markup
 from lightning_recipes._jsonable import jsonable
 
 __all__ = [
@@ -31,6 +31,7 @@ Status = Literal["pass", "warn", "fail", "inconclusive", "skip", "error"]
 STATUSES: tuple[str, ...] = ("pass", "warn", "fail", "inconclusive", "skip", "error")
 #: The statuses that are a verdict on the model; ``inconclusive``, ``skip`` and ``error`` are not.
 JUDGED: tuple[str, ...] = ("pass", "warn", "fail")
+ALWAYS_COUNTED = ("pass", "warn", "fail", "skip")  # in a report's tally; inconclusive and error when some
 
 
 class CheckSkipped(Exception):
@@ -104,16 +105,9 @@ class CheckResult:
         return self.status in JUDGED
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "summary": self.summary,
-            "action": self.action,
-            "message": self.message,
-            "guide": self.guide,
-            "details": jsonable(self.details, nonfinite_as_str=True, max_tensor_elements=None, fallback=str),
-            "seconds": round(self.seconds, 4),
-        }
+        keys = ("name", "status", "summary", "action", "message", "guide")
+        details = jsonable(self.details, nonfinite_as_str=True, max_tensor_elements=None, fallback=str)
+        return {**{k: getattr(self, k) for k in keys}, "details": details, "seconds": round(self.seconds, 4)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckResult:
@@ -141,9 +135,7 @@ class PreflightError(RuntimeError):
     def __init__(self, results: list[CheckResult], note: str = "") -> None:
         self.results = results
         lines = [f"{len(results)} preflight check(s) failed:" if results else "a preflight check failed:"]
-        lines += [f"- {r.name}: {r.message}" for r in results]
-        if note:
-            lines.append(note)
+        lines += [f"- {r.name}: {r.message}" for r in results] + ([note] if note else [])
         super().__init__("\n".join(lines))
 
 
@@ -230,10 +222,7 @@ class PreflightReport:
         return len(self.results)
 
     def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(STATUSES, 0)
-        for result in self.results:
-            counts[result.status] += 1
-        return counts
+        return {status: sum(r.status == status for r in self.results) for status in STATUSES}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -272,19 +261,21 @@ class PreflightReport:
             Preflight OK: 1 pass, 0 warn, 0 fail, 0 skip (0.1 s)
             PASS init_loss loss 2.30 = ln 10.
         """
-        return to_text(self, verbose=verbose, width=width)
+        width = width if width is not None else shutil.get_terminal_size().columns
+        if has_rich() or verbose:
+            text = render(renderable(self, verbose) if has_rich() else _table(self), width=width)
+        else:
+            lines = [title(self, slowest=False), *compact_lines(self.results, width)]
+            text = "\n".join(map(strip_markup, lines))
+        return "\n".join(line.rstrip() for line in text.rstrip("\n").splitlines())
 
     def print(self, verbose: bool = False, console: Any = None) -> None:
         """Print the report with rich (colours in a terminal) on ``console`` (default: stdout's), compact
         unless ``verbose`` (see :meth:`render`)."""
-        if console is None:
-            if not has_rich():
-                print(self.render(verbose))
-                return
-            from rich.console import Console
-
-            console = Console()
-        console.print(renderable(self, verbose))
+        if console is None and not has_rich():
+            print(self.render(verbose))
+        else:
+            (print_rich if console is None else console.print)(renderable(self, verbose))
 
     def __rich__(self) -> Any:
         return renderable(self, verbose=False)
@@ -293,12 +284,8 @@ class PreflightReport:
         return self.render()
 
     def __repr__(self) -> str:
-        always = ("pass", "warn", "fail", "skip")  # inconclusive and error only when there are some
-        counts = ", ".join(f"{k}={v}" for k, v in self.counts().items() if v or k in always)
+        counts = ", ".join(f"{k}={v}" for k, v in self.counts().items() if v or k in ALWAYS_COUNTED)
         return f"PreflightReport(ok={self.ok}, {counts})"
-
-
-# The report and its results are typed ``Any`` here: ``report.py`` imports this module (no import circle).
 
 
 STYLE = {
@@ -329,24 +316,17 @@ def first_sentence(message: str) -> str:
 
 def title(report: Any, slowest: bool = True) -> str:
     """The report's headline (rich markup): verdict, counts, seconds and (``slowest``) the slowest check."""
-    counts = report.counts()
-    if report.ok:
-        verdict = "[green]OK[/]"
-    elif report.failures:
-        verdict = "[bold red]FAILED[/]"
-    elif report.errors:
-        verdict = "[bold magenta]ERROR[/]"
-    else:
-        verdict = "[magenta]NOT JUDGED[/]"
-    tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n or s in ("pass", "warn", "fail", "skip"))
+    key = "pass" if report.ok else "fail" if report.failures else "error" if report.errors else "inconclusive"
+    word = {"pass": "OK", "fail": "FAILED", "error": "ERROR", "inconclusive": "NOT JUDGED"}[key]
+    verdict = f"[{STYLE[key]}]{word}[/]"
+    tally = ", ".join(f"{n} {s}" for s, n in report.counts().items() if n or s in ALWAYS_COUNTED)
     longest = report.slowest
     slow = f"; slowest: {longest.name} {longest.seconds:.1f} s" if slowest and longest is not None else ""
     return f"Preflight {verdict}: {tally} ({report.seconds:.1f} s{slow})"
 
 
 def renderable(report: Any, verbose: bool = False) -> Any:
-    """A rich renderable of ``report`` (needs rich): compact (one line per check) or, with ``verbose``, the
-    full table."""
+    """``report`` for rich: compact (one line per check) or, with ``verbose``, the full table."""
     from rich.console import Group
     from rich.text import Text
 
@@ -364,11 +344,8 @@ def compact_lines(results: list[Any], width: int) -> list[str]:
     room = max(width - indent, 20)
     lines = []
     for result in results:
-        head = (
-            _status(result)
-            + " " * (status_width - len(result.status) + 1)
-            + result.name.ljust(name_width + 1)
-        )
+        pad = " " * (status_width - len(result.status) + 1)
+        head = _status(result) + pad + result.name.ljust(name_width + 1)
         if result.status in DETAILED:
             body = textwrap.wrap(" ".join(result.message.split()), room, break_on_hyphens=False) or [""]
         else:
@@ -378,29 +355,17 @@ def compact_lines(results: list[Any], width: int) -> list[str]:
     return lines
 
 
+@dataclass
 class _Lines:
     """:func:`compact_lines` for rich, at the console's width."""
 
-    def __init__(self, results: list[Any]) -> None:
-        self.results = results
+    results: list[Any]
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.text import Text
 
         for line in compact_lines(self.results, options.max_width):
             yield Text.from_markup(line)
-
-
-def to_text(report: Any, verbose: bool = False, width: int | None = None) -> str:
-    """``report`` rendered as plain text ``width`` columns wide (default: the terminal's width)."""
-    width = width if width is not None else shutil.get_terminal_size().columns
-    if has_rich() or verbose:
-        text = render(renderable(report, verbose) if has_rich() else _table(report), width=width)
-    else:
-        text = "\n".join(
-            map(strip_markup, [title(report, slowest=False), *compact_lines(report.results, width)])
-        )
-    return "\n".join(line.rstrip() for line in text.rstrip("\n").splitlines())
 
 
 def _table(report: Any) -> Any:

@@ -8,9 +8,10 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from lightning_recipes._stats import difference_noise
 from lightning_recipes.checks import preflight
 from lightning_recipes.checks.loop.optimization_check import OptimizationCheck
-from lightning_recipes.checks.loop.validation_path_check import ValidationPathCheck, loss_noise
+from lightning_recipes.checks.loop.validation_path_check import ValidationPathCheck
 from lightning_recipes.testing import fast_trainer
 from tests.checks import _loop_models as M
 
@@ -203,5 +204,5 @@ def test_both_checks_share_one_trial_fit():
 def test_loss_noise_of_a_noisy_curve():
     torch.manual_seed(0)
     curve = (torch.linspace(2, 1, 200) + 0.1 * torch.randn(200)).tolist()
-    assert 0.08 < loss_noise(curve) < 0.12
-    assert loss_noise([1.0, 0.5]) == 0.0
+    assert 0.08 < difference_noise(curve, order=2) < 0.12
+    assert difference_noise([1.0, 0.5], order=2) == 0.0

@@ -78,14 +78,13 @@ class OptimizationCheck(SanityCheck):
         norms = [s.grad_norm for s in last_only]
         if len(last_only) < 2 or max(norms) - min(norms) <= REL_TOL * max(norms):
             last_only = []  # one step, or a gradient of the same norm at each: clipped to that norm
+        per_optimizer = [sum(s.optimizer == i for s in fit.steps) for i in range(len(fit.optimizers))]
         details: dict[str, Any] = {
             "optimization": "automatic" if fit.automatic else "manual",
             "optimizers": fit.optimizers,
             "batches": len(fit.train_losses),
             "steps": len(fit.steps),
-            "steps_per_optimizer": [
-                sum(1 for s in fit.steps if s.optimizer == i) for i in range(len(fit.optimizers))
-            ],
+            "steps_per_optimizer": per_optimizer,
             "received_grad": len(fit.received_grad),
             "seconds_trial": round(fit.seconds, 3),  # one trial fit, shared with validation_path
             "max_residual": max((r for _, r in kinds if math.isfinite(r)), default=0.0),
@@ -97,12 +96,7 @@ class OptimizationCheck(SanityCheck):
             "not_in_optimizer": fit.not_in_optimizer,
             "never_changed": fit.never_changed,
         }
-        idle = (
-            _never_stepped(context, details["steps_per_optimizer"], set(fit.received_grad))
-            if fit.steps
-            else []
-        )
-        details["never_stepped"] = idle
+        details["never_stepped"] = idle = _never_stepped(context, per_optimizer, set(fit.received_grad))
         if not fit.steps and not fit.received_grad:
             raise CheckSkipped(f"no optimizer step and no gradient in {len(fit.train_losses)} trial batches.")
         where = f"{len(fit.steps)} step(s) in {len(fit.train_losses)} batches ({details['optimization']})"

@@ -22,7 +22,7 @@ from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.optimizers import configure_optimizers_on_copy
 from lightning_recipes.harness.run_length import PlannedTrainer, RunLength
 from lightning_recipes.harness.schedulers import SchedulerConfig, schedulers_from_config
-from lightning_recipes.harness.trial_fit import trial_fit
+from lightning_recipes.harness.trial_fit import TrialFit, trial_fit
 
 __all__ = ["ScheduleCheck"]
 
@@ -39,16 +39,14 @@ PLATEAU_STEPS, PLATEAU_MOVE = 100, 0.2
 
 @dataclass
 class LRCurves:
-    """The LR of each param group at each optimizer step (``values[step, group]``), the groups' base LRs and
-    labels, the planned ``total``, the error a scheduler raised (and at which step), the steps simulated."""
+    """The LR of each param group at each optimizer step simulated (``values[step, group]``), the groups' base
+    LRs and labels, the error a scheduler raised (and at which step)."""
 
     values: Tensor
     bases: list[float]
     labels: list[str]
-    total: int
     error: str = ""
     error_step: int | None = None
-    simulated: int = 0
 
 
 def lr_curves(
@@ -96,7 +94,7 @@ def lr_curves(
             error = _step_all([c for c in configs if c.interval == "epoch"], epoch + 1)
             error_step, epoch = step if error else None, epoch + 1
     values = torch.tensor(rows, dtype=torch.float64).repeat_interleave(torch.tensor(repeats), dim=0)
-    return LRCurves(values, bases, labels, total, error, error_step, len(values))
+    return LRCurves(values, bases, labels, error, error_step)
 
 
 def _step_all(configs: list[SchedulerConfig], index: int) -> str:
@@ -144,13 +142,9 @@ def judge_curve(
     warmed = torch.nonzero(curve >= low * base).flatten()  # a warm-up may start far below `collapse`
     warm_at = int(warmed[0]) if len(warmed) else n
     collapsed = torch.nonzero(curve[warm_at:] < collapse * base).flatten() + warm_at
-    if len(collapsed) and int(collapsed[0]) < total / 2:
-        at = int(collapsed[0])
-        stays = float((curve[at:] < low * base).double().mean())
-        if stays >= 0.5:
-            return CurveFinding(
-                "collapse", f"falls below {collapse:g} x base at step {at} of {total} and stays"
-            )
+    at = int(collapsed[0]) if len(collapsed) else total  # stays: at least half the rest below `low`
+    if at < total / 2 and float((curve[at:] < low * base).double().mean()) >= 0.5:
+        return CurveFinding("collapse", f"falls below {collapse:g} x base at step {at} of {total} and stays")
     tail = float(curve[min(n - 1, int(0.9 * total))])
     rising = n == total and n - 1 > int(0.9 * total) and float(curve[-1]) > tail * (1 + 1e-9)
     if float(curve[0]) < low * base and rising and float(curve.max()) < 0.5 * base:
@@ -261,16 +255,14 @@ class ScheduleCheck(SanityCheck):
             plateau = plateau_directions(context, config) if len(stepped) < len(configs) else []
         except Exception as err:
             plateau = [{"agrees": None, "why": f"a copy's step raised {type(err).__name__}"}]
-        if reversed_ := [p for p in plateau if p["agrees"] is False]:
-            p = reversed_[0]
+        if p := next((p for p in plateau if p["agrees"] is False), None):
             summary = (
                 f"ReduceLROnPlateau(mode={p['mode']!r}) on {p['monitor']!r}: {p['before']:.3g} -> "
                 f"{p['after']:.3g} while a copy learned, so it cuts the LR as it improves"
             )
             action = f"Use mode={'min' if p['mode'] == 'max' else 'max'!r} for {p['monitor']!r}."
             return self.verdict("fail", summary[:SUMMARY_LIMIT], {"plateau": plateau}, action)
-        if not stepped and any(p["agrees"] for p in plateau):
-            p = next(p for p in plateau if p["agrees"])
+        if not stepped and (p := next((p for p in plateau if p["agrees"]), None)):
             moved = f"{p['monitor']!r} went {p['before']:.3g} -> {p['after']:.3g} as a copy learned"
             summary = f"ReduceLROnPlateau(mode={p['mode']!r}) agrees: {moved}"
             return self.verdict("pass", summary[:SUMMARY_LIMIT], {"plateau": plateau})
@@ -281,13 +273,11 @@ class ScheduleCheck(SanityCheck):
         names = ", ".join(type(c.scheduler).__name__ for c in stepped)
         observed = _observed_in_a_trial(context)  # the schedule as the loop steps it, not as configured
         if "first_difference" in observed:
-            step, seen, declared = observed["first_difference"]
-            return self.verdict(
-                "fail",
-                f"a trial fit left the declared LR schedule at step {step}: {seen:.3g} vs {declared:.3g}",
-                {"trial": observed, "schedulers": [_described(c) for c in stepped]},
-                action="Step each configured scheduler only where declared: Lightning steps it already.",
-            )
+            step, seen, meant = observed["first_difference"]
+            summary = f"a trial fit left the declared LR schedule at step {step}: {seen:.3g} vs {meant:.3g}"
+            action = "Step each configured scheduler only where declared: Lightning steps it already."
+            evidence = {"trial": observed, "schedulers": [_described(c) for c in stepped]}
+            return self.verdict("fail", summary, evidence, action=action)
         mismatch = _sized_in_steps(context, run, "in the run") if run.total_steps else None
         if mismatch is None and run.total_steps is None:
             mismatch = _sized_in_steps_in_a_trial(context)
@@ -307,18 +297,19 @@ class ScheduleCheck(SanityCheck):
             summary = "the run's length is unknown and no scheduler states one"
             return self.verdict("inconclusive", summary, {"schedulers": names}, action=_ASK_LENGTH)
         curves = lr_curves(stepped, total, run.batches_per_epoch, run.accumulate_grad_batches)
-        findings = []
-        for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True)):
-            rules = {"collapse": self.collapse, "low": self.low, "growth": self.growth}
-            if finding := judge_curve(curves.values[:, column], base, total, **rules):
-                findings.append((label, finding))
+        rules = {"collapse": self.collapse, "low": self.low, "growth": self.growth}
+        findings = [
+            (label, finding)
+            for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True))
+            if (finding := judge_curve(curves.values[:, column], base, total, **rules))
+        ]
         if not curves.error and not findings:
-            findings = self._unfinished_rise(context, curves, run)
+            findings = _unfinished_rise(context, curves, run, total)
         details: dict[str, Any] = {
             "trial": observed,
             "plateau": plateau,
             "total_steps": total,
-            "simulated_steps": curves.simulated,
+            "simulated_steps": len(curves.values),
             "length_source": source,
             "schedulers": [_described(c) for c in stepped],
             "not_simulated": len(configs) - len(stepped),
@@ -338,45 +329,39 @@ class ScheduleCheck(SanityCheck):
             finding = findings[0][1]
             summary = f"{names}: the LR {finding.message} ({finding.rule})"[:SUMMARY_LIMIT]
             return self.verdict("fail", summary, details, action=_FIXES[finding.rule])
-        if curves.simulated < total:
+        if len(curves.values) < total:
             raise CheckInconclusive(
-                f"the run's {total} steps exceed the {curves.simulated} simulated; none broke a rule"
+                f"the run's {total} steps exceed the {len(curves.values)} simulated; none broke a rule"
             )
         first = details["groups"][curves.labels[0]]
-        return self.verdict(
-            "pass",
-            f"{names} over {total} steps: LR {first['first']:.3g} -> {first['last']:.3g}, peak "
-            f"{first['peak']:.3g}: no collapse, endless warm-up or growth",
-            details,
-        )
+        lr = f"LR {first['first']:.3g} -> {first['last']:.3g}, peak {first['peak']:.3g}"
+        summary = f"{names} over {total} steps: {lr}: no collapse, endless warm-up or growth"
+        return self.verdict("pass", summary, details)
 
-    def _unfinished_rise(
-        self, context: CheckContext, curves: LRCurves, run: RunLength
-    ) -> list[tuple[str, CurveFinding]]:
-        """Groups whose LR ends at its peak and, stepped on, rises past twice it: a cut-off warm-up."""
-        values, total = curves.values, curves.total
-        if len(values) < max(2, total) or not bool(
-            ((values[-1] >= values.amax(0) * (1 - 1e-9)) & (values[-1] > values[0] * (1 + 1e-9))).any()
-        ):
-            return []
-        config, error = configure_optimizers_on_copy(context.copy_model(), context.trainer_for_copies())
-        fresh = [] if error else [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
-        longer = lr_curves(
-            fresh, min(10 * total, total + 20_000), run.batches_per_epoch, run.accumulate_grad_batches
-        ).values
-        if longer.shape[1:] != values.shape[1:]:
-            return []
-        peaks, later = values.amax(0).tolist(), longer.amax(0).tolist()
-        return [
-            (
-                label,
-                CurveFinding(
-                    "never_warms_up", f"still rises at step {total}, {b / a:.1f} x short of its peak"
-                ),
-            )
-            for label, a, b in zip(curves.labels, peaks, later)
-            if b > 2 * a > 0
-        ]
+
+def _unfinished_rise(
+    context: CheckContext, curves: LRCurves, run: RunLength, total: int
+) -> list[tuple[str, CurveFinding]]:
+    """Groups whose LR ends at its peak and, stepped on, rises past twice it: a cut-off warm-up."""
+    values = curves.values
+    if len(values) < max(2, total) or not bool(
+        ((values[-1] >= values.amax(0) * (1 - 1e-9)) & (values[-1] > values[0] * (1 + 1e-9))).any()
+    ):
+        return []
+    config, error = configure_optimizers_on_copy(context.copy_model(), context.trainer_for_copies())
+    fresh = [] if error else [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
+    longer = lr_curves(
+        fresh, min(10 * total, total + 20_000), run.batches_per_epoch, run.accumulate_grad_batches
+    ).values
+    if longer.shape[1:] != values.shape[1:]:
+        return []
+    peaks, later = values.amax(0).tolist(), longer.amax(0).tolist()
+    rule = "never_warms_up"  # stepped on past the run, the LR rises past twice its peak
+    return [
+        (label, CurveFinding(rule, f"still rises at step {total}, {b / a:.1f} x short of its peak"))
+        for label, a, b in zip(curves.labels, peaks, later)
+        if b > 2 * a > 0
+    ]
 
 
 _PER_STEP = 'Register a scheduler sized in optimizer steps with "interval": "step" (a dict), not per epoch.'
@@ -437,24 +422,24 @@ def _sized_in_steps(context: CheckContext, run: RunLength, where: str) -> dict[s
 def _sized_in_steps_in_a_trial(context: CheckContext) -> dict[str, Any] | None:
     """:func:`_sized_in_steps` for the trial fit's run, with the LR the trial used as evidence."""
     found = _sized_in_steps(context, _TRIAL, "in the trial fit")
-    if found is None:
-        return None
-    try:
-        fit = trial_fit(context, steps=TRIAL_STEPS, max_samples=TRIAL_SAMPLES)
-    except Exception:  # the trial cannot run here: the configuration alone decides
-        return found
-    lrs = [step.lr for step in fit.steps]
-    if lrs:
+    fit = _trial(context) if found is not None else ""  # a trial that cannot run: the configuration decides
+    if found is not None and not isinstance(fit, str) and (lrs := [step.lr for step in fit.steps]):
         found["trial_lr"] = {"first": lrs[0], "lowest": min(lrs), "highest": max(lrs), "steps": len(lrs)}
     return found
 
 
+def _trial(context: CheckContext) -> TrialFit | str:
+    """The shared trial fit, or why it cannot run here (no data, a multi-process run)."""
+    try:
+        return trial_fit(context, steps=TRIAL_STEPS, max_samples=TRIAL_SAMPLES)
+    except Exception as err:
+        return f"{type(err).__name__}: {str(err)[:80]}"
+
+
 def _trial_lrs(context: CheckContext, automatic: bool) -> tuple[list[float], list[float]] | str:
     """The trial fit's LR per step and the LR its schedulers declare for it; or why not."""
-    try:
-        fit = trial_fit(context, steps=TRIAL_STEPS, max_samples=TRIAL_SAMPLES)
-    except Exception as err:  # the trial cannot run here (no data, a multi-process run): not observed
-        return f"{type(err).__name__}: {str(err)[:80]}"
+    if isinstance(fit := _trial(context), str):
+        return fit
     if fit.automatic != automatic or len(fit.optimizers) != 1 or not fit.steps:
         return "not one optimizer stepping under automatic optimisation"
     configs = _built_for(context, _TRIAL)
@@ -474,12 +459,9 @@ def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
     if isinstance(trial, str):
         return {"observed": False, "why": trial}
     seen, declared = trial
-    found: dict[str, Any] = {"observed": True, "steps": len(seen)}
-    for step, (lr, expected) in enumerate(zip(seen, declared)):
-        if abs(lr - expected) > 1e-6 * max(abs(expected), 1e-12):
-            found["first_difference"] = (step, lr, expected)
-            break
-    return found
+    pairs = enumerate(zip(seen, declared))
+    off = [(i, a, b) for i, (a, b) in pairs if abs(a - b) > 1e-6 * max(abs(b), 1e-12)]
+    return {"observed": True, "steps": len(seen), **({"first_difference": off[0]} if off else {})}
 
 
 def _never_stepped_by_hand(context: CheckContext) -> dict[str, Any] | None:
@@ -489,9 +471,8 @@ def _never_stepped_by_hand(context: CheckContext) -> dict[str, Any] | None:
         return None
     seen, declared = trial
     first = declared[0]
-    if len(seen) < 2 or not _same(seen[0], first) or all(_same(first, d) for d in declared):
-        return None
-    if not all(_same(seen[0], lr) for lr in seen):
+    stuck = not all(_same(first, d) for d in declared) and all(_same(seen[0], lr) for lr in seen)
+    if len(seen) < 2 or not _same(seen[0], first) or not stuck:
         return None
     return {"observed": seen[0], "steps": len(seen), "declared_first": first, "declared_last": declared[-1]}
 
@@ -521,15 +502,13 @@ def plateau_directions(context: CheckContext, config: Any) -> list[dict[str, Any
 
     def log(name: str, value: Any, *args: Any, **kwargs: Any) -> None:
         if isinstance(value, (int, float)) or (isinstance(value, Tensor) and value.numel() == 1):
-            logged[name] = float(value.detach() if isinstance(value, Tensor) else value)
-
-    model.log = log  # type: ignore[method-assign]
+            logged[name] = float(value)
 
     def log_dict(values: Mapping[str, Any], *args: Any, **kwargs: Any) -> None:
         for name, value in values.items():
             log(name, value)
 
-    model.log_dict = log_dict  # type: ignore[method-assign,assignment]
+    model.log, model.log_dict = log, log_dict  # type: ignore[method-assign,assignment]
 
     def read() -> tuple[float, dict[str, float]]:
         logged.clear()
@@ -609,12 +588,10 @@ def _collapses_at_any_length(
     curves = lr_curves(configs, horizon, run.batches_per_epoch, run.accumulate_grad_batches)
     if curves.error or len(curves.values) < horizon:
         return None
+    rules = {"collapse": collapse, "low": low, "growth": math.inf}
     for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True)):
         curve = curves.values[:, column]
-        found = [
-            judge_curve(curve[:n], base, n, collapse=collapse, low=low, growth=math.inf)
-            for n in (shortest, horizon)
-        ]
+        found = [judge_curve(curve[:n], base, n, **rules) for n in (shortest, horizon)]
         below = torch.nonzero(curve < collapse * base).flatten()
         if all(f is not None and f.rule == "collapse" for f in found) and len(below) and below[0] < per_epoch:
             return {
@@ -635,9 +612,6 @@ def _own_length(configs: list[SchedulerConfig], steps_per_epoch: int | None) -> 
         per_interval = 1 if config.interval == "step" else steps_per_epoch
         if own is not None and per_interval is not None:
             attribute, stated = own
-            name = type(config.scheduler).__name__
-            return (
-                stated * config.frequency * per_interval,
-                f"{name}'s own {attribute}={stated} (run length unknown)",
-            )
+            source = f"{type(config.scheduler).__name__}'s own {attribute}={stated} (run length unknown)"
+            return stated * config.frequency * per_interval, source
     return None, "unknown"

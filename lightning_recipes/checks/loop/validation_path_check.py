@@ -18,7 +18,7 @@ from lightning_recipes.checks.report import CheckInconclusive, CheckResult, Chec
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.trial_fit import trial_fit
 
-__all__ = ["ValidationPathCheck", "loss_noise"]
+__all__ = ["ValidationPathCheck"]
 
 #: Share of their initial values the BatchNorm running statistics may still hold for a judgement.
 BATCHNORM_LAG = 0.1
@@ -100,7 +100,7 @@ class ValidationPathCheck(SanityCheck):
                 "nothing to compare validation with"
             )
         first, last = losses[0], losses[-1]
-        sigma = loss_noise(losses[len(losses) // 2 - 1 :])  # the end of the curve: less curvature
+        sigma = difference_noise(losses[len(losses) // 2 - 1 :], order=2)  # the end: less curvature
         train_drop, val_drop = first - last, view.before - view.after
         needed = max(0.1 * abs(first), 4 * sigma)
         share = val_drop / train_drop if train_drop else 0.0
@@ -118,9 +118,7 @@ class ValidationPathCheck(SanityCheck):
         same_preprocessing = "Apply one preprocessing function in both steps (or in on_after_batch_transfer)."
         if val_drop >= self.min_share * train_drop - 3 * sigma:
             if not differs:
-                return CheckResult(
-                    self.name, "pass", f"{saw} ({share:.0%}): validation sees the fit", details
-                )
+                return self.verdict("pass", f"{saw} ({share:.0%}): validation sees the fit", details)
             details["gap_after"] = gap = view.after - last
             far = gap > self.min_share * train_drop + 3 * sigma or (view.input_difference or 0) >= INPUT_FAIL
             return self.verdict(
@@ -128,12 +126,9 @@ class ValidationPathCheck(SanityCheck):
             )
         lags = f"{saw} ({share:.0%} of the fall)"
         if view.stale:
-            return self.verdict(
-                "fail",
-                f"{lags}: it reads {len(view.stale)} stale: {listed(view.stale, 24)}",
-                details,
-                action="Update the averaged copy each step, or evaluate the modules training trains.",
-            )
+            stale = f"{lags}: it reads {len(view.stale)} stale: {listed(view.stale, 24)}"
+            action = "Update the averaged copy each step, or evaluate the modules training trains."
+            return self.verdict("fail", stale, details, action=action)
         if view.averaged and view.lag is not None and view.lag < 1 - 1e-3 and val_drop > 3 * sigma:
             return self.verdict(
                 "pass", f"{lags}: it reads averaged weights, {1 - view.lag:.0%} of the way there", details
@@ -144,16 +139,11 @@ class ValidationPathCheck(SanityCheck):
             raise CheckInconclusive(
                 f"{lags}, but BatchNorm statistics still hold {view.batchnorm_lag:.0%} of their start"
             )
-        kept = _statistics_kept_by_hand(context)
-        if kept:
+        if kept := _statistics_kept_by_hand(context):
             raise CheckInconclusive(f"{lags}, but it reads running statistics kept by {listed(kept, 24)}")
         reads = f"{len(view.averaged)} averaged weights off the fit" if view.averaged else "another tensor"
-        return self.verdict(
-            "fail",
-            f"{lags}: same weights and inputs, yet {reads}",
-            details,
-            action="Compute the validation loss with the same code and weights as training_step.",
-        )
+        action = "Compute the validation loss with the same code and weights as training_step."
+        return self.verdict("fail", f"{lags}: same weights and inputs, yet {reads}", details, action=action)
 
 
 def _statistics_kept_by_hand(context: CheckContext) -> list[str]:
@@ -163,13 +153,3 @@ def _statistics_kept_by_hand(context: CheckContext) -> list[str]:
     kept = keeping_statistics(model, lambda: context.training_loss(model, batch))
     names = {id(m): name for name, m in model.named_modules()}
     return [names[id(m)] or type(m).__name__ for m in kept if not isinstance(m, _BatchNorm)]
-
-
-def loss_noise(losses: list[float]) -> float:
-    """The step-to-step noise of a loss curve, blind to its trend (order-2 differences).
-
-    Example:
-        >>> loss_noise([3.0, 2.0, 1.0, 0.0]), round(loss_noise([1.0, 0.0, 1.0, 0.0, 1.0]), 3)
-        (0.0, 0.816)
-    """
-    return difference_noise(losses, order=2)
