@@ -17,6 +17,7 @@ __all__ = ["FAIL_GAP", "WARN_GAP", "Relation", "features", "lookup_scores", "nei
 
 FAIL_GAP, WARN_GAP = 0.25, 0.15  # score lost from the own split to the other split
 FAIL_SHARE = 0.35  # ... or this share of the own split's score
+COVER_SHARE = 0.5  # below this share of validation inside training's cover, the splits differ: warn at most
 DEPENDENCE_Z = 4.0  # widen a score's error for dependent rows (one question per feature and block width)
 Z_FLOOR = 5.0  # standard errors of the gap, at least (one feature: sqrt(2 ln D) + 3 over D features)
 _K, _REPEATS, _BINS, _SIDE, _MAX_SAMPLES = 5, 10, 32, 16, 2048
@@ -34,6 +35,13 @@ class Relation:
     noise: float
     needed_z: float
     feature: str | None = None
+    covered: float = 1.0  # the share of the scored split's samples inside the fitted split's cover
+
+    @property
+    def shifted(self) -> bool:
+        """Most scored samples lie outside the fitted split's cover (another subject, recording or site):
+        the gap may be that shift, not broken pairing, so it warns at most."""
+        return self.covered < COVER_SHARE
 
     @property
     def gap(self) -> float:
@@ -53,13 +61,20 @@ class Relation:
         """
         if self.z < self.needed_z:
             return "pass"
-        if self.gap >= FAIL_GAP or (self.gap >= WARN_GAP and self.gap >= FAIL_SHARE * self.own):
+        if not self.shifted and (
+            self.gap >= FAIL_GAP or (self.gap >= WARN_GAP and self.gap >= FAIL_SHARE * self.own)
+        ):
             return "fail"
         return "warn" if self.gap >= WARN_GAP else "pass"
 
     def details(self) -> dict[str, Any]:
         numbers = {"own_score": self.own, "other_score": self.other, "gap_noise": self.noise}
-        found = {"rule": self.rule, "fitted_on": self.fitted, "feature": self.feature}
+        found = {
+            "rule": self.rule,
+            "fitted_on": self.fitted,
+            "feature": self.feature,
+            "covered": self.covered,
+        }
         return {
             **found,
             **{k: round(v, 4) for k, v in numbers.items()},
@@ -192,7 +207,9 @@ def relations(
         # Training must cover validation, not the reverse: training samples farther from validation than 95%
         # of its samples from each other (an augmentation of training alone) say nothing about pairing; on
         # both splits' scale, so that a feature validation keeps constant does not outweigh all others.
-        near = (cross.min(1).values <= within.min(1).values.quantile(0.95)) | (fitted == "train")
+        near = cross.min(1).values <= within.min(1).values.quantile(0.95)
+        covered = round(float(near.float().mean()), 3)
+        near |= fitted == "train"
         # Repeats inside the fitted split (one subject measured often, a sampler drawing with replacement)
         # make its own held-out score a memory test: neighbours closer than nearly every sample's 10th
         # neighbour are left out of it.
@@ -204,10 +221,10 @@ def relations(
         if xf.is_floating_point() and len(yf) > 2 * _K and int(near.sum()) >= 20:
             own = _neighbour_scores(within, yf, yf, classes)
             scored = _neighbour_scores(cross[near], yf, yo[near], classes)
-            found.append(
-                Relation("nearest neighbours", fitted, *_compare(own, yf, scored, yo[near], classes), Z_FLOOR)
-            )
-        found += _one_feature(groups[fitted], yf, groups[other], yo, classes, fitted, held, lone)
+            compared = _compare(own, yf, scored, yo[near], classes)
+            cover = covered if fitted == "train" else 1.0  # from validation, only the covered are scored
+            found.append(Relation("nearest neighbours", fitted, *compared, Z_FLOOR, covered=cover))
+        found += _one_feature(groups[fitted], yf, groups[other], yo, classes, fitted, held, lone, covered)
     return found
 
 
@@ -239,6 +256,7 @@ def _one_feature(
     fitted: str,
     held: Tensor,
     lone: Tensor,
+    covered: float,
 ) -> list[Relation]:
     names = [k for k in fit if k in other and fit[k].shape[1:] == other[k].shape[1:]]
     if not names or int(lone.sum()) < 20 or len(y_other) < 20 or y_fit.ndim > 1 + (classes == 0):
@@ -259,9 +277,10 @@ def _one_feature(
     for name in names:
         width = features(fit[name][:1]).shape[1]
         if at < width:
-            return [Relation(best.rule, fitted, best.own, best.other, best.noise, needed, f"{name}[:, {at}]")]
+            feature = f"{name}[:, {at}]"
+            return [Relation(best.rule, fitted, best.own, best.other, best.noise, needed, feature, covered)]
         at -= width
-    return [best]
+    return [Relation(best.rule, fitted, best.own, best.other, best.noise, needed, covered=covered)]
 
 
 def _per_position(

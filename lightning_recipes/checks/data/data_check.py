@@ -514,12 +514,19 @@ def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int] | str | No
 
 def _relation_finding(r: Relation, target: str = "") -> Finding:
     other = "val" if r.fitted == "train" else "train"
+    head = f"pairing{' of ' + target if target else ''} differs across splits"
+    action = (
+        f"Compare a few {other} samples with their targets: shuffled or remapped labels, an augmentation or "
+        "crop that moves the input but not its target, a step applied to one split only."
+    )
+    if r.shifted:  # the inputs differ too: the gap may be a subject or recording shift
+        head = f"inputs differ across splits ({r.covered:.0%} of {other} near {r.fitted})"
+        action = f"If {other} holds other subjects, recordings or sites, the gap may be that shift. {action}"
     return Finding(
         r.level,
-        f"pairing{' of ' + target if target else ''} differs across splits: {r.rule} fit on {r.fitted} score "
-        f"{r.own:.2f} there, {r.other:.2f} on {other} ({r.z:.0f} SE)",
-        action=f"Compare a few {other} samples with their targets: shuffled or remapped labels, an "
-        "augmentation or crop that moves the input but not its target, a step applied to one split only.",
+        f"{head}: {r.rule} fit on {r.fitted} score {r.own:.2f} there, {r.other:.2f} on {other} "
+        f"({r.z:.0f} SE)",
+        action=action,
     )
 
 
