@@ -224,6 +224,14 @@ class Harness:
         input_key, target_key = self.keys()
         return split_batch(batch, input_key, target_key)
 
+    def target_guessed(self) -> bool:
+        """Whether the target is only the batch convention's guess: no ``target_key`` was given and no
+        recognised loss of the first ``training_step`` reads a batch entry as its target (a hand-written
+        loss); the guessed entry may then be an input (a BPR triple's negative item)."""
+        if self.target_key is not None:
+            return False
+        return self._infer_keys()[1] is None and not any(call.target_keys for call in self._first_calls)
+
     def keys(self) -> tuple[Key, Key]:
         """``(input_key, target_key)`` in force: the explicit ones, else those read from the loss call of
         one ``training_step`` on a copy with the first batch (``None``: the convention of ``batches.py``)."""
