@@ -372,9 +372,14 @@ class Harness:
             >>> call.function, call.target_key, call.kwargs["label_smoothing"]
             ('cross_entropy', 1, 0.0)
         """
+        return self.record_step(model, batch, batch_idx).calls
+
+    def record_step(self, model: pl.LightningModule, batch: Any, batch_idx: int = 0) -> LossRecorder:
+        """One ``training_step`` on ``model`` under a :class:`LossRecorder`: its loss calls and its
+        broadcasts that paired a prediction's rows with other samples' (``mixed``)."""
         with LossRecorder(batch) as recorder, contextlib.suppress(CannotRunOnCopy):
             self.training_loss(model, batch, batch_idx)
-        return recorder.calls
+        return recorder
 
     def loss_call(self, model: pl.LightningModule, batch: Any, batch_idx: int = 0) -> LossCall | None:
         """The main loss call of one step: the first whose target comes from the batch, else the first;
