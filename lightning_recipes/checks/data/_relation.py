@@ -18,6 +18,9 @@ __all__ = ["FAIL_GAP", "WARN_GAP", "Relation", "features", "lookup_scores", "nei
 FAIL_GAP, WARN_GAP = 0.25, 0.15  # score lost from the own split to the other split
 FAIL_SHARE = 0.35  # ... or this share of the own split's score
 COVER_SHARE = 0.5  # below this share of validation inside training's cover, the splits differ: warn at most
+INSIDE_SHARE = (
+    0.95  # ... when at least this share of its values stays in training's range (a population shift)
+)
 DEPENDENCE_Z = 4.0  # widen a score's error for dependent rows (one question per feature and block width)
 Z_FLOOR = 5.0  # standard errors of the gap, at least (one feature: sqrt(2 ln D) + 3 over D features)
 _K, _REPEATS, _BINS, _SIDE, _MAX_SAMPLES = 5, 10, 32, 16, 2048
@@ -36,12 +39,14 @@ class Relation:
     needed_z: float
     feature: str | None = None
     covered: float = 1.0  # the share of the scored split's samples inside the fitted split's cover
+    inside: float = 1.0  # the share of the scored split's values inside the fitted split's range per feature
 
     @property
     def shifted(self) -> bool:
-        """Most scored samples lie outside the fitted split's cover (another subject, recording or site):
-        the gap may be that shift, not broken pairing, so it warns at most."""
-        return self.covered < COVER_SHARE
+        """Most scored samples lie outside the fitted split's cover while their values stay in its range
+        (another subject, recording or site, not a step applied to one split): the gap may be that shift,
+        not broken pairing, so it warns at most."""
+        return self.covered < COVER_SHARE and self.inside >= INSIDE_SHARE
 
     @property
     def gap(self) -> float:
@@ -74,6 +79,7 @@ class Relation:
             "fitted_on": self.fitted,
             "feature": self.feature,
             "covered": self.covered,
+            "inside_range": self.inside,
         }
         return {
             **found,
@@ -209,6 +215,7 @@ def relations(
         # both splits' scale, so that a feature validation keeps constant does not outweigh all others.
         near = cross.min(1).values <= within.min(1).values.quantile(0.95)
         covered = round(float(near.float().mean()), 3)
+        inside = round(float(((b >= a.amin(0)) & (b <= a.amax(0))).float().mean()), 3)
         near |= fitted == "train"
         # Repeats inside the fitted split (one subject measured often, a sampler drawing with replacement)
         # make its own held-out score a memory test: neighbours closer than nearly every sample's 10th
@@ -222,9 +229,11 @@ def relations(
             own = _neighbour_scores(within, yf, yf, classes)
             scored = _neighbour_scores(cross[near], yf, yo[near], classes)
             compared = _compare(own, yf, scored, yo[near], classes)
-            cover = covered if fitted == "train" else 1.0  # from validation, only the covered are scored
-            found.append(Relation("nearest neighbours", fitted, *compared, Z_FLOOR, covered=cover))
-        found += _one_feature(groups[fitted], yf, groups[other], yo, classes, fitted, held, lone, covered)
+            cover = (covered, inside) if fitted == "train" else (1.0, 1.0)  # from val, only the covered count
+            found.append(Relation("nearest neighbours", fitted, *compared, Z_FLOOR, None, *cover))
+        found += _one_feature(
+            groups[fitted], yf, groups[other], yo, classes, fitted, held, lone, (covered, inside)
+        )
     return found
 
 
@@ -256,7 +265,7 @@ def _one_feature(
     fitted: str,
     held: Tensor,
     lone: Tensor,
-    covered: float,
+    cover: tuple[float, float],
 ) -> list[Relation]:
     names = [k for k in fit if k in other and fit[k].shape[1:] == other[k].shape[1:]]
     if not names or int(lone.sum()) < 20 or len(y_other) < 20 or y_fit.ndim > 1 + (classes == 0):
@@ -278,9 +287,9 @@ def _one_feature(
         width = features(fit[name][:1]).shape[1]
         if at < width:
             feature = f"{name}[:, {at}]"
-            return [Relation(best.rule, fitted, best.own, best.other, best.noise, needed, feature, covered)]
+            return [Relation(best.rule, fitted, best.own, best.other, best.noise, needed, feature, *cover)]
         at -= width
-    return [Relation(best.rule, fitted, best.own, best.other, best.noise, needed, covered=covered)]
+    return [Relation(best.rule, fitted, best.own, best.other, best.noise, needed, None, *cover)]
 
 
 def _per_position(
