@@ -13,14 +13,21 @@ from torch.nn import functional as F
 
 from lightning_recipes._stats import Z, dependence_factor, significantly_above, standard_error
 
-__all__ = ["FAIL_GAP", "WARN_GAP", "Relation", "features", "lookup_scores", "neighbours_alike", "relations"]
+__all__ = [
+    "FAIL_GAP",
+    "WARN_GAP",
+    "Relation",
+    "features",
+    "lookup_scores",
+    "neighbours_alike",
+    "relations",
+    "rescaling",
+]
 
 FAIL_GAP, WARN_GAP = 0.25, 0.15  # score lost from the own split to the other split
 FAIL_SHARE = 0.35  # ... or this share of the own split's score
 COVER_SHARE = 0.5  # below this share of validation inside training's cover, the splits differ: warn at most
-INSIDE_SHARE = (
-    0.95  # ... when at least this share of its values stays in training's range (a population shift)
-)
+RESCALED = 2.0  # ... unless its features moved by 2 SDs or scaled 2x (a normalisation on one split)
 DEPENDENCE_Z = 4.0  # widen a score's error for dependent rows (one question per feature and block width)
 Z_FLOOR = 5.0  # standard errors of the gap, at least (one feature: sqrt(2 ln D) + 3 over D features)
 _K, _REPEATS, _BINS, _SIDE, _MAX_SAMPLES = 5, 10, 32, 16, 2048
@@ -39,14 +46,14 @@ class Relation:
     needed_z: float
     feature: str | None = None
     covered: float = 1.0  # the share of the scored split's samples inside the fitted split's cover
-    inside: float = 1.0  # the share of the scored split's values inside the fitted split's range per feature
+    rescaled: float = 1.0  # how far the scored split's features moved in scale: :func:`rescaling`
 
     @property
     def shifted(self) -> bool:
         """Most scored samples lie outside the fitted split's cover while their values stay in its range
         (another subject, recording or site, not a step applied to one split): the gap may be that shift,
         not broken pairing, so it warns at most."""
-        return self.covered < COVER_SHARE and self.inside >= INSIDE_SHARE
+        return self.covered < COVER_SHARE and self.rescaled < RESCALED
 
     @property
     def gap(self) -> float:
@@ -79,7 +86,7 @@ class Relation:
             "fitted_on": self.fitted,
             "feature": self.feature,
             "covered": self.covered,
-            "inside_range": self.inside,
+            "rescaled": self.rescaled,
         }
         return {
             **found,
@@ -215,7 +222,7 @@ def relations(
         # both splits' scale, so that a feature validation keeps constant does not outweigh all others.
         near = cross.min(1).values <= within.min(1).values.quantile(0.95)
         covered = round(float(near.float().mean()), 3)
-        inside = round(float(((b >= a.amin(0)) & (b <= a.amax(0))).float().mean()), 3)
+        rescaled = rescaling(features(xf), features(xo))
         near |= fitted == "train"
         # Repeats inside the fitted split (one subject measured often, a sampler drawing with replacement)
         # make its own held-out score a memory test: neighbours closer than nearly every sample's 10th
@@ -229,12 +236,29 @@ def relations(
             own = _neighbour_scores(within, yf, yf, classes)
             scored = _neighbour_scores(cross[near], yf, yo[near], classes)
             compared = _compare(own, yf, scored, yo[near], classes)
-            cover = (covered, inside) if fitted == "train" else (1.0, 1.0)  # from val, only the covered count
+            cover = (
+                (covered, rescaled) if fitted == "train" else (1.0, 1.0)
+            )  # from val, only the covered count
             found.append(Relation("nearest neighbours", fitted, *compared, Z_FLOOR, None, *cover))
         found += _one_feature(
-            groups[fitted], yf, groups[other], yo, classes, fitted, held, lone, (covered, inside)
+            groups[fitted], yf, groups[other], yo, classes, fitted, held, lone, (covered, rescaled)
         )
     return found
+
+
+def rescaling(fit: Tensor, other: Tensor) -> float:
+    """How far ``other``'s features ``[M, D]`` moved in scale from ``fit``'s ``[N, D]``: the larger of the
+    median shift of their means in ``fit``'s SDs and the median factor between their SDs.
+
+    Example:
+        >>> x = torch.randn(500, 4, generator=torch.Generator().manual_seed(0))
+        >>> round(rescaling(x, x[:250]), 1), round(rescaling(x, 10 * x), 1)
+        (1.0, 10.0)
+    """
+    spread = fit.std(0).clamp_min(1e-6)
+    offset = float(((other.mean(0) - fit.mean(0)).abs() / spread).median())
+    factor = float((other.std(0).clamp_min(1e-6) / spread).log().abs().median().exp())
+    return round(max(offset, factor), 3)
 
 
 def neighbours_alike(rows: Tensor, z: float = Z) -> bool:

@@ -324,8 +324,8 @@ class InputIndependenceCheck(SanityCheck):
             if context.target_guessed() and _model_reads(context, model, batch, targets):
                 named = ", ".join(f"batch[{key!r}]" for key in sorted(targets, key=str))
                 raise CheckSkipped(
-                    f"{named}, taken for the target, is read by the model and no loss reads it as a target: "
-                    "no target to pair the inputs with (pass `target_key`)."
+                    f"{named} is read by the model and by no loss as a target: nothing to pair inputs with "
+                    "(pass `target_key`)."
                 )
         swap = [c.target is not None and c.target_from(input_key) for c in calls]
         source = dict(batch_entries(batch)).get(input_key)
