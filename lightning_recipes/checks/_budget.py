@@ -1,4 +1,6 @@
-"""A wall-clock safety cap per check (:func:`time_budget`), reported as such when it stops a check.
+"""A safety cap per check (:func:`time_budget`), reported as such when it stops a check. It counts the
+checking thread's CPU time, so other busy processes do not cut a check short; a wall-clock backstop at
+:data:`WALL_FACTOR` times the cap stops a check that waits instead of computing.
 
 Example:
     >>> with time_budget(None):
@@ -33,8 +35,12 @@ __all__ = [
     "time_budget",
 ]
 
+WALL_FACTOR = 4.0  # the wall-clock backstop, in multiples of the CPU-time cap
+
 _DEADLINE: ContextVar[float | None] = ContextVar("lightning_recipes_check_deadline", default=None)
-_HARD_DEADLINE: ContextVar[float | None] = ContextVar("lightning_recipes_check_hard_deadline", default=None)
+_HARD_DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar(
+    "lightning_recipes_check_hard", default=None
+)
 _BUDGET: ContextVar[float | None] = ContextVar("lightning_recipes_check_budget", default=None)
 _HOOK_LOCK = threading.Lock()
 _HOOK: dict[str, Any] = {"users": 0, "handle": None}  # the global pre-hook, shared by every open budget
@@ -58,9 +64,10 @@ def hard_limit(seconds: float) -> float:
 def time_budget(seconds: float | None, model: nn.Module | None = None) -> Generator[None, None, None]:
     """:func:`out_of_time` turns true after ``seconds`` (``None``: never); forwards (of ``model`` when it
     holds a compiled module, else every module's) raise :class:`BudgetExceeded` after :func:`hard_limit`."""
-    now = time.perf_counter()
+    now = time.thread_time()
     deadline = None if seconds is None else now + seconds
-    hard = None if seconds is None else now + hard_limit(seconds)
+    cap = None if seconds is None else hard_limit(seconds)
+    hard = None if cap is None else (now + cap, time.perf_counter() + WALL_FACTOR * cap)
     local = hard is not None and model is not None and holds_compiled_module(model)
     handles = []
     if local and model is not None:
@@ -98,7 +105,7 @@ def holds_compiled_module(model: nn.Module) -> bool:
 def out_of_time() -> bool:
     """Whether the innermost budget is spent."""
     deadline = _DEADLINE.get()
-    return deadline is not None and time.perf_counter() >= deadline
+    return deadline is not None and time.thread_time() >= deadline
 
 
 def budget_seconds() -> float | None:
@@ -110,7 +117,7 @@ def _stop_when_past_hard_deadline(module: nn.Module, args: Any) -> None:
     if torch.compiler.is_compiling():  # traced into a compiled graph: a no-op there, not a graph break
         return
     hard = _HARD_DEADLINE.get()
-    if hard is not None and time.perf_counter() > hard:
+    if hard is not None and (time.thread_time() > hard[0] or time.perf_counter() > hard[1]):
         raise BudgetExceeded(
             f"past the hard limit of its {_BUDGET.get()} s time budget (in {type(module).__name__}.forward)"
         )

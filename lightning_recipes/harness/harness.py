@@ -224,6 +224,14 @@ class Harness:
         input_key, target_key = self.keys()
         return split_batch(batch, input_key, target_key)
 
+    def target_guessed(self) -> bool:
+        """Whether the target is only the batch convention's guess: no ``target_key`` was given and no
+        recognised loss of the first ``training_step`` reads a batch entry as its target (a hand-written
+        loss); the guessed entry may then be an input (a BPR triple's negative item)."""
+        if self.target_key is not None:
+            return False
+        return self._infer_keys()[1] is None and not any(call.target_keys for call in self._first_calls)
+
     def keys(self) -> tuple[Key, Key]:
         """``(input_key, target_key)`` in force: the explicit ones, else those read from the loss call of
         one ``training_step`` on a copy with the first batch (``None``: the convention of ``batches.py``)."""
@@ -364,9 +372,14 @@ class Harness:
             >>> call.function, call.target_key, call.kwargs["label_smoothing"]
             ('cross_entropy', 1, 0.0)
         """
+        return self.record_step(model, batch, batch_idx).calls
+
+    def record_step(self, model: pl.LightningModule, batch: Any, batch_idx: int = 0) -> LossRecorder:
+        """One ``training_step`` on ``model`` under a :class:`LossRecorder`: its loss calls and its
+        broadcasts that paired a prediction's rows with other samples' (``mixed``)."""
         with LossRecorder(batch) as recorder, contextlib.suppress(CannotRunOnCopy):
             self.training_loss(model, batch, batch_idx)
-        return recorder.calls
+        return recorder
 
     def loss_call(self, model: pl.LightningModule, batch: Any, batch_idx: int = 0) -> LossCall | None:
         """The main loss call of one step: the first whose target comes from the batch, else the first;

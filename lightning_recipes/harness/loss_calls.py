@@ -8,14 +8,16 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
+from lightning_recipes.harness.batches import batch_size_of
 from lightning_recipes.harness.walk import batch_entries
 
-__all__ = ["LOSS_FUNCTIONS", "LossCall", "LossRecorder", "TargetSwapError"]
+__all__ = ["LOSS_FUNCTIONS", "LossCall", "LossRecorder", "RowMix", "TargetSwapError"]
 
 # The torch.nn.functional losses (nn.*Loss modules call them too) -> the names of their prediction and target
 _SPECIAL_ARGS: dict[str, tuple[str, str | None]] = {
@@ -36,6 +38,30 @@ _LOSSES: dict[str, tuple[str, str | None]] = {
 LOSS_FUNCTIONS: dict[Callable[..., Any], str] = {
     getattr(F, name): name for name in _LOSSES if callable(getattr(F, name, None))
 }
+
+
+@dataclass(frozen=True)
+class RowMix:
+    """One call that broadcast a prediction (computed with the model's parameters) against a batch tensor
+    with their sample rows on different axes: row i met every row j (``(B, 1)`` minus ``(B,)`` is ``(B, B)``).
+
+    Example:
+        >>> RowMix("sub", (64, 1), (64,), frozenset([1])).describe()
+        '(64, 1) prediction against (64,) batch[1] in sub: every row meets every other row (64 x 64)'
+    """
+
+    function: str
+    prediction: tuple[int, ...]
+    other: tuple[int, ...]
+    keys: frozenset[int | str | None]
+
+    def describe(self) -> str:
+        rows = self.prediction[0]
+        names = ", ".join("the batch" if k is None else f"batch[{k!r}]" for k in sorted(self.keys, key=str))
+        return (
+            f"{self.prediction} prediction against {self.other} {names} in {self.function}: every row meets "
+            f"every other row ({rows} x {rows})"
+        )
 
 
 class TargetSwapError(ValueError):
@@ -117,6 +143,8 @@ class LossRecorder(TorchFunctionMode):
         self._tags: dict[int, tuple[weakref.ref[Tensor], frozenset[int | str | None]]] = {}
         self._computed: dict[int, weakref.ref[Tensor]] = {}  # tensors computed with a parameter
         self._trace = batch is not None
+        self.rows = batch_size_of(batch) if batch is not None else None
+        self.mixed: list[RowMix] = []  # broadcasts that paired a prediction's row i with a batch row j
         for key, tensor in batch_entries(batch):
             self._tag(tensor, frozenset([key]))
 
@@ -154,6 +182,8 @@ class LossRecorder(TorchFunctionMode):
                         self._tag(leaf, sources)
                     if computed:
                         self._computed[id(leaf)] = weakref.ref(leaf)
+            if sources and computed:
+                self._check_rows(func, args, kwargs)
         if name is not None and bound is not None:
             self._record(name, bound, result)
         return result
@@ -201,6 +231,32 @@ class LossRecorder(TorchFunctionMode):
                 inspected=self._inspect is not None,
             )
         )
+
+    def _check_rows(self, func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+        """Record a :class:`RowMix` when two tensors, a prediction and a batch tensor the model did not
+        compute, broadcast with their sample axes (size :attr:`rows`, one each) on different axes."""
+        tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor) and t.ndim >= 1]
+        rows = self.rows
+        if len(tensors) != 2 or rows is None or rows < 2:
+            return
+        try:
+            width = len(torch.broadcast_shapes(tensors[0].shape, tensors[1].shape))
+        except RuntimeError:
+            return
+        axes = [
+            [k for k, size in enumerate((1,) * (width - t.ndim) + tuple(t.shape)) if size == rows]
+            for t in tensors
+        ]
+        if any(len(found) != 1 for found in axes) or axes[0] == axes[1]:
+            return
+        computed = [self._is_computed(t) or isinstance(t, nn.Parameter) for t in tensors]
+        if computed[0] == computed[1]:
+            return
+        prediction, other = (tensors[0], tensors[1]) if computed[0] else (tensors[1], tensors[0])
+        keys = self._sources(other)
+        if keys:
+            name = getattr(func, "__name__", str(func)).strip("_")
+            self.mixed.append(RowMix(name, tuple(prediction.shape), tuple(other.shape), keys))
 
 
 def _bind(func: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:

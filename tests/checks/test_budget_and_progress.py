@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,16 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from torch import nn
 
-from lightning_recipes.checks import CheckContext, CheckResult, Preflight, SanityCheck, preflight
+from lightning_recipes.checks import (
+    CheckContext,
+    CheckResult,
+    Preflight,
+    SanityCheck,
+    _budget,
+    _runner,
+    preflight,
+)
+from lightning_recipes.checks import base as _base
 from lightning_recipes.checks._budget import (
     BudgetExceeded,
     budget_seconds,
@@ -22,6 +32,7 @@ from lightning_recipes.checks._budget import (
     time_budget,
 )
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+from tests.helpers.speed import VirtualTime
 
 from . import _models as M
 
@@ -301,3 +312,24 @@ def test_a_check_with_its_own_budget_keeps_it_under_the_total(clock):
     check.time_budget = 1.5
     report = _tiny(checks=[check], time_budget=8.0, total_time_budget=1.0, progress=False)
     assert report.results[0].details["budget"] == pytest.approx(1.5)
+
+
+class WaitingClock(VirtualTime):
+    """Sleep advances the wall clock only: the checking thread waits (a busy machine) without computing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cpu = 1000.0
+
+    def thread_time(self) -> float:
+        return self.cpu
+
+
+def test_waiting_does_not_spend_the_cpu_cap_only_the_wall_clock_backstop(monkeypatch):
+    waiting = WaitingClock()
+    for module in (_budget, _runner, _base, sys.modules[__name__]):
+        monkeypatch.setattr(module, "time", waiting, raising=False)
+    check = StubbornCheck()
+    result = preflight(M.MLP(), **_data(), checks=[check], time_budget=0.1, progress=False)["stubborn"]
+    assert result.status == "inconclusive" and result.details["stopped_by_budget"] is True
+    assert check.done * 0.01 >= _budget.WALL_FACTOR * hard_limit(0.1) - 0.011  # not at the 2.1 s CPU cap

@@ -580,3 +580,33 @@ def test_the_loss_is_bounded_below_along_its_descent_ray(model, loader, status, 
     assert len(result.summary) <= SUMMARY_LIMIT
     if moves:
         assert moves in result.details["bounded"]["ray_moves"]
+
+
+class AbsoluteErrorRegressor(AdamModule):
+    """A linear head and a hand-written mean absolute error; ``squeeze=False`` keeps the head's (B, 1) shape,
+    so ``pred - y`` broadcasts to (B, B): each prediction is scored against every target of the batch."""
+
+    def __init__(self, squeeze: bool) -> None:
+        super().__init__()
+        self.net, self.squeeze = nn.Linear(8, 1), squeeze
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        pred = self.net(x)
+        return (pred.squeeze(-1) - y if self.squeeze else pred - y).abs().mean()
+
+
+def test_a_prediction_broadcast_against_every_target_of_the_batch_fails_and_its_own_target_passes():
+    x = torch.randn(128, 8, generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(TensorDataset(x, x[:, 0] - x[:, 1]), batch_size=32)
+    mixed = preflight(AbsoluteErrorRegressor(squeeze=False), train_dataloaders=loader, checks=[LossCheck()])[
+        "loss"
+    ]
+    assert mixed.status == "fail" and mixed.details["parts"]["rows"] == "fail", mixed.summary
+    assert mixed.details["rows"]["row_mixing"][0].startswith(
+        "(32, 1) prediction against (32,) batch[1] in sub"
+    )
+    own = preflight(AbsoluteErrorRegressor(squeeze=True), train_dataloaders=loader, checks=[LossCheck()])[
+        "loss"
+    ]
+    assert own.details["parts"]["rows"] == "pass" and own.status != "fail", own.summary

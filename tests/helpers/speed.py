@@ -18,12 +18,15 @@ COMPUTE_S = 0.001  # what a step "computes" besides its sleeps (keeps every step
 
 
 class VirtualTime:
-    """``perf_counter`` and ``sleep`` on a clock that only ``sleep`` advances."""
+    """``perf_counter``, ``thread_time`` and ``sleep`` on a clock that only ``sleep`` advances."""
 
     def __init__(self) -> None:
         self.now = 1000.0
 
     def perf_counter(self) -> float:
+        return self.now
+
+    def thread_time(self) -> float:
         return self.now
 
     def sleep(self, seconds: float) -> None:

@@ -178,8 +178,13 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
     if input_gradients:  # adversarial training, gradient penalties: the target reaches the input by design
         reason = "the step differentiates with respect to its input, so the target may shape the input"
         return Probe(reason, evidence={**evidence, "input_gradients": True}), uses
-    where = f" at position {leaking[0]}" if sequence else ""
     label = next((name for k, name, _ in entries(batch) if k == key), "the target")
+    if context.target_guessed():  # no loss reads it as a target: the model reading it makes it an input
+        reason = (
+            f"{label} is read by the model and no loss reads it as a target: an input (else `target_key`)"
+        )
+        return Probe(reason, evidence={**evidence, "target_guessed": True}), uses
+    where = f" at position {leaking[0]}" if sequence else ""
     leak = Probe(
         leak=True,
         summary=f"the output{where} moves by {max(moved):.3g} when only the target ({label}) changes",

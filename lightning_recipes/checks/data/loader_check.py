@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Subset, TensorDataset
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, Subset, TensorDataset
 from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int, check_positive
@@ -106,7 +107,20 @@ class LoaderCheck(SanityCheck):
                 f"{batches}, but the targets are not one integer label per sample: no class shares to "
                 "compare (pass `target_key=` if the labels are elsewhere)."
             )
-        return self._verdict(comparison, batches, details)
+        result = self._verdict(comparison, batches, details)
+        later = _later_epoch(context, train) if result.status in ("fail", "warn") else None
+        if later is not None:  # an epoch-dependent sampler (a curriculum): judge it where the run ends up
+            epoch, loader = later
+            indices = served_indices(loader, MAX_EPOCH_INDICES)
+            shares = None if indices is None else self._compare(context, loader, indices.indices)
+            ended = None if shares is None else self._verdict(shares, batches, {})
+            if ended is not None and ended.status == "pass":
+                details = {**result.details, "epoch_dependent": {"epoch": epoch, "epoch_0": result.summary}}
+                summary = (
+                    f"the mix changes with set_epoch: a class short in epoch 0, all at their share by {epoch}"
+                )
+                return self.verdict("pass", summary, details)
+        return result
 
     def _compare(
         self, context: CheckContext, loader: DataLoader[Any], served: list[int]
@@ -185,6 +199,26 @@ class LoaderCheck(SanityCheck):
             f"(rarest z = {classes[0].z:.1f})",
             details,
         )
+
+
+def _later_epoch(context: CheckContext, loader: DataLoader[Any]) -> tuple[int, DataLoader[Any]] | None:
+    """A copy of ``loader`` whose sampler (a copy, ``set_epoch`` of its own) is at the planned run's last
+    epoch (epoch 10 when unknown); ``None`` for a sampler without ``set_epoch`` or a distributed one."""
+    sampler = loader.sampler
+    if not callable(getattr(sampler, "set_epoch", None)) or isinstance(sampler, DistributedSampler):
+        return None
+    if loader.batch_size is None or not isinstance(loader.batch_sampler, BatchSampler):
+        return None
+    planned = context.run_length.max_epochs
+    epoch = planned - 1 if planned is not None and planned > 1 else 10
+    try:
+        later = copy.deepcopy(sampler)
+        later.set_epoch(epoch)
+    except Exception:  # a sampler that cannot be copied: judge epoch 0 alone
+        return None
+    return epoch, DataLoader(
+        loader.dataset, batch_size=loader.batch_size, sampler=later, drop_last=loader.drop_last
+    )
 
 
 def _empty(split: str, loader: Any) -> tuple[str, str]:

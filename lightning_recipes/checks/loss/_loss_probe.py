@@ -19,7 +19,7 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import lightning.pytorch as pl
@@ -38,6 +38,7 @@ from lightning_recipes.checks.loss._expected_loss import (
     target_of,
 )
 from lightning_recipes.harness import Harness, LossCall, LossRecorder, batch_entries, first_tensor
+from lightning_recipes.harness.loss_calls import RowMix
 
 # fmt: off
 __all__ = ["LabelCount", "LossFloor", "LossProbe", "descent_ray", "drop_cause",
@@ -273,6 +274,7 @@ class LossProbe:
     output_grad: Tensor | None = None
     differentiable: bool = True
     site: tuple[nn.Module, int] | None = None
+    mixed: list[RowMix] = field(default_factory=list)  # broadcasts that paired rows of other samples
 
 
 def probe_step(context: Harness, model: pl.LightningModule, batch: Any, seed: int = 0) -> LossProbe:
@@ -299,7 +301,7 @@ def probe_step(context: Harness, model: pl.LightningModule, batch: Any, seed: in
             handle.remove()
     calls, root = recorder.calls, [s for s in sites if s[0] == 0]
     chosen = root[-1] if root else (sites[-1] if sites else None)
-    probe = LossProbe(loss.detach(), differentiable=loss.requires_grad)
+    probe = LossProbe(loss.detach(), differentiable=loss.requires_grad, mixed=recorder.mixed)
     if chosen is not None:
         probe.output, probe.site = chosen[3], (chosen[1], chosen[2])
     probe.call = loss_call_for(calls, loss)

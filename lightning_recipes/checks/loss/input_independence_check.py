@@ -14,12 +14,13 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import standard_error, t_quantile
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._probe import held_out_split, seeded
+from lightning_recipes.checks._probe import held_out_split, replace_entries, seeded
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import LossRecorder, TargetSwapError, batch_entries, map_tensors
 from lightning_recipes.harness.batches import batch_size_of, input_key_of
+from lightning_recipes.harness.forward_capture import step_output
 from lightning_recipes.harness.isolation import preserved_rng
 
 __all__ = ["InputIndependenceCheck", "LossDrop", "loss_drop"]
@@ -304,6 +305,12 @@ class InputIndependenceCheck(SanityCheck):
         targets = {key for call in calls if call.target is not None for key in call.target_keys}
         if not calls:
             targets = {key for key, tensor in batch_entries(batch) if tensor is context.split(batch)[1]}
+            if context.target_guessed() and _model_reads(context, model, batch, targets):
+                named = ", ".join(f"batch[{key!r}]" for key in sorted(targets, key=str))
+                raise CheckSkipped(
+                    f"{named} is read by the model and by no loss as a target: nothing to pair inputs with "
+                    "(pass `target_key`)."
+                )
         swap = [c.target is not None and c.target_from(input_key) for c in calls]
         source = dict(batch_entries(batch)).get(input_key)
         flat = source.detach().flatten() if isinstance(source, Tensor) else None
@@ -436,3 +443,23 @@ def _chunks(batch: Any, context: CheckContext, count: int) -> list[Any]:
     return [
         map_tensors(batch, functools.partial(cut, part=slice(a, b))) for a, b in itertools.pairwise(bounds)
     ]
+
+
+def _model_reads(context: CheckContext, model: Any, batch: Any, keys: set[Any]) -> bool:
+    """Whether the model's output seen in ``training_step`` changes when the entries ``keys`` alone are
+    rolled by one row (seeded, no gradients)."""
+    size = batch_size_of(batch) or 0
+    roll = torch.roll(torch.arange(size), 1)
+    moved = {
+        key: tensor[roll.to(tensor.device)]
+        for key, tensor in batch_entries(batch)
+        if key in keys and tensor.ndim >= 1 and len(tensor) == size
+    }
+    if size < 2 or not moved:
+        return False
+    outputs = []
+    for candidate in (batch, replace_entries(batch, moved)):
+        with preserved_rng(), torch.no_grad():
+            torch.manual_seed(context.seed)
+            outputs.append(step_output(context, model, candidate))
+    return outputs[0].shape != outputs[1].shape or not torch.equal(outputs[0], outputs[1])

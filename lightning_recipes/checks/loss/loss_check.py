@@ -1,5 +1,6 @@
 """Check what a correct loss must satisfy, without training: every target value moves it, its floor is its
-own minimum, regression targets are on the output's scale, and it is bounded below."""
+own minimum, regression targets are on the output's scale, it is bounded below, and it scores each prediction
+against its own sample's target (no broadcast pairs rows of different samples)."""
 
 from __future__ import annotations
 
@@ -99,6 +100,7 @@ class LossCheck(SanityCheck):
             "floor": self._floor(first),
             "target_scale": self._scale(probes),
             "bounded": self._bounded(context, model, batches[0], first),
+            "rows": self._rows(first),
         }
         details: dict[str, Any] = {"measured": initial, "loss_function": first.call and first.call.function}
         details |= {key: {"status": part.status, **part.details} for key, part in parts.items()}
@@ -228,6 +230,14 @@ class LossCheck(SanityCheck):
             "Standardise the targets ((y - mean) / std, undone at prediction), or scale the head to them."
         )
         return Finding(status, summary, details, action)
+
+    @staticmethod
+    def _rows(probe: LossProbe) -> Finding:
+        if not probe.mixed:
+            return Finding("pass", "no broadcast pairs a prediction with another sample's row")
+        details = {"row_mixing": [mix.describe() for mix in probe.mixed[:5]]}
+        action = "Match the shapes before comparing: pred.squeeze(-1) for a (B, 1) head, or target[:, None]."
+        return Finding("fail", probe.mixed[0].describe(), details, action)
 
     @staticmethod
     def _bounded(context: CheckContext, model: pl.LightningModule, batch: Any, probe: LossProbe) -> Finding:
