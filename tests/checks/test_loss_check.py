@@ -583,30 +583,40 @@ def test_the_loss_is_bounded_below_along_its_descent_ray(model, loader, status, 
 
 
 class AbsoluteErrorRegressor(AdamModule):
-    """A linear head and a hand-written mean absolute error; ``squeeze=False`` keeps the head's (B, 1) shape,
-    so ``pred - y`` broadcasts to (B, B): each prediction is scored against every target of the batch."""
+    """A linear head and a mean absolute error, by hand or by ``F.l1_loss``; ``squeeze=False`` keeps the
+    head's (B, 1) shape, so it broadcasts against the (B,) target to (B, B): each prediction meets every
+    target."""
 
-    def __init__(self, squeeze: bool) -> None:
+    def __init__(self, squeeze: bool, functional: bool = False) -> None:
         super().__init__()
-        self.net, self.squeeze = nn.Linear(8, 1), squeeze
+        self.net, self.squeeze, self.functional = nn.Linear(8, 1), squeeze, functional
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         x, y = batch
-        pred = self.net(x)
-        return (pred.squeeze(-1) - y if self.squeeze else pred - y).abs().mean()
+        pred = self.net(x).squeeze(-1) if self.squeeze else self.net(x)
+        return F.l1_loss(pred, y) if self.functional else (pred - y).abs().mean()
 
 
 def test_a_prediction_broadcast_against_every_target_of_the_batch_fails_and_its_own_target_passes():
     x = torch.randn(128, 8, generator=torch.Generator().manual_seed(0))
     loader = DataLoader(TensorDataset(x, x[:, 0] - x[:, 1]), batch_size=32)
-    mixed = preflight(AbsoluteErrorRegressor(squeeze=False), train_dataloaders=loader, checks=[LossCheck()])[
-        "loss"
-    ]
+
+    def rows(**kwargs: bool) -> Any:
+        return preflight(AbsoluteErrorRegressor(**kwargs), train_dataloaders=loader, checks=[LossCheck()])[
+            "loss"
+        ]
+
+    mixed = rows(squeeze=False)
     assert mixed.status == "fail" and mixed.details["parts"]["rows"] == "fail", mixed.summary
     assert mixed.details["rows"]["row_mixing"][0].startswith(
         "(32, 1) prediction against (32,) batch[1] in sub"
     )
-    own = preflight(AbsoluteErrorRegressor(squeeze=True), train_dataloaders=loader, checks=[LossCheck()])[
-        "loss"
-    ]
-    assert own.details["parts"]["rows"] == "pass" and own.status != "fail", own.summary
+    assert (
+        rows(squeeze=False, functional=True).details["parts"]["rows"] == "fail"
+    )  # mse_loss/l1_loss warn only
+    assert (
+        rows(squeeze=True, functional=True).details["parts"]["rows"] == "pass"
+    )  # a loss call reads the target
+    assert (
+        rows(squeeze=True).details["parts"]["rows"] == "n/a"
+    )  # by hand: nothing says which tensor is the target

@@ -233,6 +233,8 @@ class LossCheck(SanityCheck):
 
     @staticmethod
     def _rows(probe: LossProbe) -> Finding:
+        if not probe.mixed and (probe.call is None or not probe.call.target_keys):
+            return Finding("n/a", "no broadcast paired rows, and no loss call reads a batch target")
         if not probe.mixed:
             return Finding("pass", "no broadcast pairs a prediction with another sample's row")
         details = {"row_mixing": [mix.describe() for mix in probe.mixed[:5]]}
