@@ -1,8 +1,5 @@
 """Premise rules of session 47: each check first tests what its verdict assumes, on tiny real modules.
 
-- ``data``: a split gap where most of the other split lies outside the fitted split's cover at the same scale
-  (another recording) warns; the same gap on splits whose inputs match fails, and so does one on a split whose
-  features were rescaled (a normalisation applied to one split).
 - ``target_leakage`` and ``input_independence``: a target only guessed by the batch convention that the model
   reads is an input (a BPR triple's negative item); a target a loss reads is still judged.
 - ``loader``: a sampler whose mix changes with ``set_epoch`` (a curriculum) is judged at the run's last epoch;
@@ -19,7 +16,6 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
 from lightning_recipes.checks import (
-    DataCheck,
     InputIndependenceCheck,
     LoaderCheck,
     TargetLeakageCheck,
@@ -28,44 +24,6 @@ from lightning_recipes.checks import (
 from lightning_recipes.testing import TinyClassifier
 
 from ._models import AdamModule
-
-
-def _recording(n: int, seed: int, wiring: int) -> tuple[Tensor, Tensor]:
-    """Four classes, each a pattern of signs over 16 channels at a random strength; each recording wires the
-    channels in its own order: another recording's samples take the same values, yet lie far from these."""
-    patterns = 1.0 - 2.0 * (torch.rand(4, 16, generator=torch.Generator().manual_seed(1)) < 0.5)
-    order = (
-        torch.randperm(16, generator=torch.Generator().manual_seed(wiring)) if wiring else torch.arange(16)
-    )
-    g = torch.Generator().manual_seed(seed)
-    y = torch.randint(0, 4, (n,), generator=g)
-    strength = 0.5 + torch.rand(n, 1, generator=g)
-    return strength * patterns[y][:, order] + 0.2 * torch.randn(n, 16, generator=g), y
-
-
-def _split(val_wiring: int, shuffle_val: bool = False, val_offset: float = 0.0) -> dict[str, Any]:
-    x, y = _recording(512, 0, wiring=0)
-    vx, vy = _recording(256, 1, wiring=val_wiring)
-    vx = vx + val_offset  # a validation pipeline that skips a normalisation: its values in other units
-    if shuffle_val:
-        vy = vy[torch.randperm(len(vy), generator=torch.Generator().manual_seed(2))]
-    return {
-        "train_dataloaders": DataLoader(TensorDataset(x, y), batch_size=64, shuffle=True),
-        "val_dataloaders": DataLoader(TensorDataset(vx, vy), batch_size=64),
-    }
-
-
-def test_a_split_from_another_recording_warns_where_shuffled_labels_or_a_rescaled_split_fail():
-    model = TinyClassifier(in_features=16, num_classes=4)
-    shifted = preflight(model, checks=[DataCheck()], **_split(val_wiring=7))["data"]
-    assert shifted.status == "warn", shifted.summary
-    assert shifted.details["relation"]["covered"] < 0.5 and "inputs differ across splits" in shifted.summary
-    shuffled = preflight(model, checks=[DataCheck()], **_split(val_wiring=0, shuffle_val=True))["data"]
-    assert shuffled.status == "fail", shuffled.summary
-    assert shuffled.details["relation"]["covered"] >= 0.5 and shuffled.details["relation"]["rescaled"] < 2
-    rescaled = preflight(model, checks=[DataCheck()], **_split(val_wiring=0, val_offset=2.5))["data"]
-    assert rescaled.status == "fail", rescaled.summary
-    assert rescaled.details["relation"]["covered"] < 0.5 and rescaled.details["relation"]["rescaled"] >= 2
 
 
 class PairwiseRanker(AdamModule):

@@ -12,21 +12,10 @@ from torch.nn import functional as F
 
 from lightning_recipes._stats import Z, dependence_factor, significantly_above, standard_error
 
-__all__ = [
-    "FAIL_GAP",
-    "WARN_GAP",
-    "Relation",
-    "features",
-    "lookup_scores",
-    "neighbours_alike",
-    "relations",
-    "rescaling",
-]
+__all__ = ["FAIL_GAP", "WARN_GAP", "Relation", "features", "lookup_scores", "neighbours_alike", "relations"]
 
 FAIL_GAP, WARN_GAP = 0.25, 0.15  # score lost from the own split to the other split
 FAIL_SHARE = 0.35  # ... or this share of the own split's score
-COVER_SHARE = 0.5  # below this share of validation inside training's cover, the splits differ: warn at most
-RESCALED = 2.0  # ... unless its features moved by 2 SDs or scaled 2x (a normalisation on one split)
 DEPENDENCE_Z = 4.0  # widen a score's error for dependent rows (one question per feature and block width)
 Z_FLOOR = 5.0  # standard errors of the gap, at least (one feature: sqrt(2 ln D) + 3 over D features)
 _K, _REPEATS, _BINS, _SIDE, _MAX_SAMPLES = 5, 10, 32, 16, 2048
@@ -44,15 +33,6 @@ class Relation:
     noise: float
     needed_z: float
     feature: str | None = None
-    covered: float = 1.0  # the share of the scored split's samples inside the fitted split's cover
-    rescaled: float = 1.0  # how far the scored split's features moved in scale: :func:`rescaling`
-
-    @property
-    def shifted(self) -> bool:
-        """Most scored samples lie outside the fitted split's cover while its features keep their scale
-        (another subject, recording or site, not a normalisation applied to one split): the gap may be that
-        shift, not broken pairing, so it warns at most."""
-        return self.covered < COVER_SHARE and self.rescaled < RESCALED
 
     @property
     def gap(self) -> float:
@@ -72,16 +52,13 @@ class Relation:
         """
         if self.z < self.needed_z:
             return "pass"
-        if not self.shifted and (
-            self.gap >= FAIL_GAP or (self.gap >= WARN_GAP and self.gap >= FAIL_SHARE * self.own)
-        ):
+        if self.gap >= FAIL_GAP or (self.gap >= WARN_GAP and self.gap >= FAIL_SHARE * self.own):
             return "fail"
         return "warn" if self.gap >= WARN_GAP else "pass"
 
     def details(self) -> dict[str, Any]:
         numbers = {"own_score": self.own, "other_score": self.other, "gap_noise": self.noise}
         found = {"rule": self.rule, "fitted_on": self.fitted, "feature": self.feature}
-        found |= {"covered": self.covered, "rescaled": self.rescaled}
         rounded = {k: round(v, 4) for k, v in numbers.items()}
         return {**found, **rounded, "z": round(self.z, 1), "needed_z": round(self.needed_z, 1)}
 
@@ -200,9 +177,7 @@ def relations(
         cross = torch.cdist(b, a)
         within = torch.cdist(a, a).fill_diagonal_(math.inf)
         # training must cover validation, not the reverse (an augmentation of training alone: the guide)
-        near = cross.min(1).values <= within.min(1).values.quantile(0.95)
-        covered, rescaled = round(float(near.float().mean()), 3), rescaling(features(xf), features(xo))
-        near |= fitted == "train"
+        near = (cross.min(1).values <= within.min(1).values.quantile(0.95)) | (fitted == "train")
         # repeats inside the fitted split would make its held-out score a memory test: closest pairs left out
         lone = (within[held][:, ~held] > 0).all(1)  # held-out half without an exact copy in the fitted half
         if ordered:  # rows served in runs (one trajectory, one subject): neighbours from the other half only
@@ -212,28 +187,11 @@ def relations(
         if xf.is_floating_point() and len(yf) > 2 * _K and int(near.sum()) >= 20:
             own = _neighbour_scores(within, yf, yf, classes)
             scored = _neighbour_scores(cross[near], yf, yo[near], classes)
-            compared = _compare(own, yf, scored, yo[near], classes)
-            cover = (covered, rescaled) if fitted == "train" else (1.0, 1.0)  # from val: only covered ones
-            found.append(Relation("nearest neighbours", fitted, *compared, Z_FLOOR, None, *cover))
-        found += _one_feature(
-            groups[fitted], yf, groups[other], yo, classes, fitted, held, lone, (covered, rescaled)
-        )
+            found.append(
+                Relation("nearest neighbours", fitted, *_compare(own, yf, scored, yo[near], classes), Z_FLOOR)
+            )
+        found += _one_feature(groups[fitted], yf, groups[other], yo, classes, fitted, held, lone)
     return found
-
-
-def rescaling(fit: Tensor, other: Tensor) -> float:
-    """How far ``other``'s features ``[M, D]`` moved in scale from ``fit``'s ``[N, D]``: the larger of the
-    median shift of their means in ``fit``'s SDs and the median factor between their SDs.
-
-    Example:
-        >>> x = torch.randn(500, 4, generator=torch.Generator().manual_seed(0))
-        >>> round(rescaling(x, x[:250]), 1), round(rescaling(x, 10 * x), 1)
-        (1.0, 10.0)
-    """
-    spread = fit.std(0).clamp_min(1e-6)
-    offset = float(((other.mean(0) - fit.mean(0)).abs() / spread).median())
-    factor = float((other.std(0).clamp_min(1e-6) / spread).log().abs().median().exp())
-    return round(max(offset, factor), 3)
 
 
 def neighbours_alike(rows: Tensor, z: float = Z) -> bool:
@@ -264,7 +222,6 @@ def _one_feature(
     fitted: str,
     held: Tensor,
     lone: Tensor,
-    cover: tuple[float, float],
 ) -> list[Relation]:
     names = [k for k in fit if k in other and fit[k].shape[1:] == other[k].shape[1:]]
     if not names or int(lone.sum()) < 20 or len(y_other) < 20 or y_fit.ndim > 1 + (classes == 0):
@@ -283,7 +240,7 @@ def _one_feature(
         return []
     columns = [f"{k}[:, {i}]" for k in names for i in range(features(fit[k][:1]).shape[1])]
     best = max(range(len(found)), key=lambda d: found[d].z)  # the first of the largest
-    return [replace(found[best], feature=columns[best], covered=cover[0], rescaled=cover[1])]
+    return [replace(found[best], feature=columns[best])]
 
 
 def _per_position(

@@ -463,16 +463,12 @@ class DataCheck(SanityCheck):
         if r is None or r.level == "pass":
             return r
         other = "val" if r.fitted == "train" else "train"
-        summary = f"pairing{' of ' + target if target else ''} differs across splits"
+        summary = f"pairing{' of ' + target if target else ''} differs across splits: {r.rule} fit on "
+        summary += f"{r.fitted} score {r.own:.2f} there, {r.other:.2f} on {other} ({r.z:.0f} SE)"
         fix = (
             f"Compare a few {other} samples with their targets: shuffled or remapped labels, an augmentation "
         )
         fix += "or crop that moves the input but not its target, a step applied to one split only."
-        if r.shifted:  # the inputs differ too: the gap may be a subject or recording shift
-            summary = f"inputs differ across splits ({r.covered:.0%} of {other} near {r.fitted})"
-            fix = f"If {other} holds other subjects, recordings or sites, the gap may be that shift. {fix}"
-        summary += f": {r.rule} fit on {r.fitted} score {r.own:.2f} there, {r.other:.2f} on {other} "
-        summary += f"({r.z:.0f} SE)"
         self._found.append(Finding(r.level, summary, action=fix))
         return r
 

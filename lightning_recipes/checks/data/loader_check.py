@@ -212,7 +212,7 @@ def _later_epoch(context: CheckContext, loader: DataLoader[Any]) -> tuple[int, D
     planned = context.run_length.max_epochs
     epoch = planned - 1 if planned is not None and planned > 1 else 10
     try:
-        later = copy.deepcopy(sampler)
+        later: Any = copy.deepcopy(sampler)
         later.set_epoch(epoch)
     except Exception:  # a sampler that cannot be copied: judge epoch 0 alone
         return None
