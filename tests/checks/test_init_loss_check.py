@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import lightning.pytorch as pl
 import pytest
 import torch
+from torch import Tensor, nn
 from torch.nn import functional as F
+from torch.utils.data import DataLoader, TensorDataset
 
 from galleries.preflight.families import _existing_models as M
 from galleries.preflight.families.init_loss import BUGS
@@ -20,6 +23,7 @@ from lightning_recipes.checks.loss._expected_loss import (
 from lightning_recipes.checks.report import SUMMARY_LIMIT
 
 from . import _models
+from ._models import AdamModule
 
 
 @pytest.mark.parametrize("case", BUGS, ids=[c.id for c in BUGS])
@@ -237,3 +241,32 @@ def test_a_loss_whose_value_at_init_is_not_known_is_skipped_never_failed(model):
     assert result.status == "skip", result.message
     assert "no known value at init" in result.summary or "no single loss call" in result.summary
     assert len(result.summary) <= SUMMARY_LIMIT
+
+
+class CosineMarginHead(AdamModule):
+    """Logits ``30 cos(feature, class weight)`` (a normalised margin head): far above ln C at initialisation
+    by design, and no smaller with the last layer's weights scaled down (it normalises them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body, self.classes = nn.Linear(16, 32), nn.Linear(32, 10, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return 30.0 * F.normalize(self.body(x), dim=-1) @ F.normalize(self.classes.weight, dim=-1).T
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+
+def test_a_scaled_head_above_ln_c_by_design_is_inconclusive_unless_the_user_states_the_expected_loss():
+    g = torch.Generator().manual_seed(0)
+    loader = DataLoader(
+        TensorDataset(torch.randn(256, 16, generator=g), torch.randint(0, 10, (256,), generator=g)),
+        batch_size=32,
+    )
+    guessed = preflight(CosineMarginHead(), train_dataloaders=loader, checks=[InitLossCheck()])["init_loss"]
+    assert guessed.status == "inconclusive" and "scaled 10x down" in guessed.summary, guessed.summary
+    stated = InitLossCheck(expected_loss=math.log(10))
+    told = preflight(CosineMarginHead(), train_dataloaders=loader, checks=[stated])["init_loss"]
+    assert told.status in ("warn", "fail") and "output_layer_scaled" not in told.details, told.summary

@@ -132,7 +132,7 @@ class InitLossCheck(SanityCheck):
             uniform = _at_uniform_prediction(calls)  # where it is the expectation, the excess is the model's
             details["at_uniform_prediction"] = uniform
             near = uniform is not None and abs(uniform - expected) <= self.warn_rtol * abs(expected)
-            if not summed and near and expectation.source != "given":  # does the advice below lower it?
+            if not summed and near and expectation.label != "given":  # does the advice below lower it?
                 scaled = self._with_output_layer_scaled(context, batches)
                 details["output_layer_scaled"] = scaled
                 if scaled is not None and scaled[1] - expected > 0.5 * (measured - expected):
