@@ -108,6 +108,13 @@ RECIPES = {
         [o],
         [schedulers.LinearLR(o, start_factor=0.1, total_iters=3)],
     ),
+    "warmup_from_zero_per_epoch": lambda m, o: (  # a 100-step warm-up from 0, registered per epoch
+        [o],
+        [schedulers.LambdaLR(o, lambda s: min(1.0, s / 100))],
+    ),
+    "warmup_from_zero_per_step": lambda m, o: _per_step(
+        o, schedulers.LambdaLR(o, lambda s: min(1.0, s / 100))
+    ),
     "one_cycle_sized_for_ten_times_the_run": lambda m, o: _per_step(
         o, schedulers.OneCycleLR(o, max_lr=0.1, total_steps=10 * int(m.trainer.estimated_stepping_batches))
     ),
@@ -252,6 +259,14 @@ def test_unknown_length_warns_on_a_collapse_in_epoch_0_that_holds_for_any_run_of
     assert result.details["horizon_epochs"] == 20
     assert schedule("exponential_per_epoch").status == "inconclusive"
     assert schedule("exponential_meant_per_epoch_per_step", max_epochs=3).status == "fail"
+
+
+def test_unknown_length_warns_on_an_lr_of_0_through_all_of_epoch_0():
+    """A warm-up from 0 sized in steps but stepped per epoch: no step of epoch 0 can learn, at any length."""
+    result = schedule("warmup_from_zero_per_epoch")
+    assert result.status == "warn" and result.details["rule"] == "idle_first_epoch", result.message
+    assert result.details["steps"] == LOADER_BATCHES
+    assert schedule("warmup_from_zero_per_step").status == "inconclusive"  # 0 at step 0 only
 
 
 def test_configure_optimizers_reading_the_trainer_is_inconclusive_without_a_length_and_judged_with_one():

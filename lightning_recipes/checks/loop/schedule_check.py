@@ -286,7 +286,14 @@ class ScheduleCheck(SanityCheck):
         total, source = run.total_steps, run.source
         if total is None:
             total, source = _own_length(stepped, run.steps_per_epoch)
-        if total is None and (early := _collapses_at_any_length(stepped, run, self.collapse, self.low)):
+        early = _collapses_at_any_length(stepped, run, self.collapse, self.low) if total is None else None
+        if early is not None and early.get("rule") == "idle_first_epoch":
+            summary = (
+                f"{names}: the LR of {early['group']} is 0 through all of epoch 0 ({early['steps']} steps)"
+            )
+            action = 'A warm-up sized in steps needs "interval": "step" (stepped per epoch it starts at 0).'
+            return self.verdict("warn", summary[:SUMMARY_LIMIT], {"schedulers": names, **early}, action)
+        if early is not None:
             summary = (
                 f"{names}: the LR {early['measured']} and stays there for any run of 2 to "
                 f"{early['horizon_epochs']} epochs"
@@ -580,7 +587,9 @@ def _described(config: SchedulerConfig) -> str:
 def _collapses_at_any_length(
     configs: list[SchedulerConfig], run: RunLength, collapse: float, low: float
 ) -> dict[str, Any] | None:
-    """Run length unknown: a group whose LR collapses in epoch 0 for 2 and ``horizon`` epochs alike."""
+    """Run length unknown: a group whose LR is exactly 0 through all of epoch 0 (it cannot learn in it at any
+    run length: ``rule`` ``"idle_first_epoch"``), or collapses in epoch 0 for 2 and ``horizon`` epochs
+    alike."""
     per_epoch = run.steps_per_epoch
     if not per_epoch:
         return None
@@ -591,6 +600,8 @@ def _collapses_at_any_length(
     rules = {"collapse": collapse, "low": low, "growth": math.inf}
     for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True)):
         curve = curves.values[:, column]
+        if base > 0 and float(curve[:per_epoch].abs().max()) == 0.0:
+            return {"rule": "idle_first_epoch", "group": label, "steps": per_epoch}
         found = [judge_curve(curve[:n], base, n, **rules) for n in (shortest, horizon)]
         below = torch.nonzero(curve < collapse * base).flatten()
         if all(f is not None and f.rule == "collapse" for f in found) and len(below) and below[0] < per_epoch:
