@@ -152,6 +152,10 @@ class SplitOverlapCheck(SanityCheck):
             f"{len(near)} of {usable_val} validation samples repeat a training sample ({len(exact)} exact; "
             f"{chance_rate:.1%} by chance), ~{max(estimate, repeat_estimate):.0%} of validation"
         )
+        if repeats is not None and repeat_estimate > estimate:  # the repeat test decides: say what it saw
+            found = f"{repeats.flagged} of {repeats.queries} validation samples sit nearer training than "
+            found += f"chance allows ({repeats.expected:.1f} expected, p = {repeats.chance_p:.0e}): "
+            found += f"~{repeat_estimate:.0%} repeats"
         split = "Split once by index (or by subject: GroupShuffleSplit) before any augmentation; deduplicate."
         if (estimate >= self.fail_fraction and excess >= 3 and not near_text_only) or level == "fail":
             return self.verdict("fail", found, details, action=split)
