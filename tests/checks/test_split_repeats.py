@@ -74,6 +74,8 @@ def test_validation_equal_to_training_plus_small_noise_fails():
     assert result.status == "fail", result.message
     assert result.details["val_near"] == 0  # the fixed cosine 0.99 sees none of them
     assert result.details["repeats"]["flagged"] > 200
+    flagged, tested = result.details["repeats"]["flagged"], result.details["repeats"]["queries"]
+    assert result.summary.startswith(f"{flagged} of {tested} validation samples sit nearer training than")
 
 
 def test_gaussian_clusters_split_at_random_pass():
