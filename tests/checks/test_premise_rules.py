@@ -114,8 +114,10 @@ def _curriculum(hook: str) -> DataLoader:
 
 def test_a_curriculum_lightning_advances_is_judged_at_its_last_epoch_but_one_it_never_advances_fails():
     model = TinyClassifier(in_features=16, num_classes=4)
-    advanced = preflight(model, train_dataloaders=_curriculum("set_epoch"), checks=[LoaderCheck()])["loader"]
+    loader = _curriculum("set_epoch")
+    advanced = preflight(model, train_dataloaders=loader, checks=[LoaderCheck()])["loader"]
     assert advanced.status == "pass", advanced.summary
     assert advanced.details["epoch_dependent"]["epoch"] == 10
+    assert loader.sampler.epoch == 0  # judged on a copy: the user's sampler keeps its epoch
     stuck = preflight(model, train_dataloaders=_curriculum("advance"), checks=[LoaderCheck()])["loader"]
     assert stuck.status == "fail", stuck.summary

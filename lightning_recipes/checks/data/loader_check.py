@@ -202,8 +202,9 @@ class LoaderCheck(SanityCheck):
 
 
 def _later_epoch(context: CheckContext, loader: DataLoader[Any]) -> tuple[int, DataLoader[Any]] | None:
-    """A copy of ``loader`` whose sampler (a copy, ``set_epoch`` of its own) is at the planned run's last
-    epoch (epoch 10 when unknown); ``None`` for a sampler without ``set_epoch`` or a distributed one."""
+    """A copy of ``loader`` whose sampler (a copy sharing the dataset, so the user's sampler keeps its epoch)
+    is at the planned run's last epoch (epoch 10 when unknown); ``None`` for a sampler without ``set_epoch``
+    or a distributed one."""
     sampler = loader.sampler
     if not callable(getattr(sampler, "set_epoch", None)) or isinstance(sampler, DistributedSampler):
         return None
@@ -212,7 +213,7 @@ def _later_epoch(context: CheckContext, loader: DataLoader[Any]) -> tuple[int, D
     planned = context.run_length.max_epochs
     epoch = planned - 1 if planned is not None and planned > 1 else 10
     try:
-        later: Any = copy.deepcopy(sampler)
+        later: Any = copy.deepcopy(sampler, {id(loader.dataset): loader.dataset})  # the dataset is shared
         later.set_epoch(epoch)
     except Exception:  # a sampler that cannot be copied: judge epoch 0 alone
         return None
