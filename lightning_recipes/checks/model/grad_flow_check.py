@@ -152,7 +152,8 @@ class GradFlowCheck(SanityCheck):
                 "warn",
                 f"{len(held)} frozen parameter(s) sit in the optimizer: {listed(held, 40)}; the rest learn",
                 details,
-                action="Unfreeze them, or build the optimizer from [p for p in params if p.requires_grad].",
+                action="Meant to learn? requires_grad_(True). Frozen on purpose (a backbone, a teacher): "
+                "fine; keep them in the optimizer if you unfreeze them later.",
             )
         if cancelled:  # a symmetry of the loss (a shift shared by both towers), not a cut path
             flows = (
