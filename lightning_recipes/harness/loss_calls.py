@@ -46,7 +46,7 @@ class RowMix:
     with their sample rows on different axes: row i met every row j (``(B, 1)`` minus ``(B,)`` is ``(B, B)``).
 
     Example:
-        >>> RowMix("sub", (64, 1), (64,), frozenset([1])).describe()
+        >>> RowMix("sub", (64, 1), (64,), frozenset([1]), rows=64).describe()
         '(64, 1) prediction against (64,) batch[1] in sub: every row meets every other row (64 x 64)'
     """
 
@@ -54,9 +54,10 @@ class RowMix:
     prediction: tuple[int, ...]
     other: tuple[int, ...]
     keys: frozenset[int | str | None]
+    rows: int  # the batch size: the length of each tensor's sample axis
 
     def describe(self) -> str:
-        rows = self.prediction[0]
+        rows = self.rows
         names = ", ".join("the batch" if k is None else f"batch[{k!r}]" for k in sorted(self.keys, key=str))
         return (
             f"{self.prediction} prediction against {self.other} {names} in {self.function}: every row meets "
@@ -256,7 +257,7 @@ class LossRecorder(TorchFunctionMode):
         keys = self._sources(other)
         if keys:
             name = getattr(func, "__name__", str(func)).strip("_")
-            self.mixed.append(RowMix(name, tuple(prediction.shape), tuple(other.shape), keys))
+            self.mixed.append(RowMix(name, tuple(prediction.shape), tuple(other.shape), keys, rows))
 
 
 def _bind(func: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
