@@ -175,3 +175,18 @@ def test_a_large_split_is_searched_within_the_sample_caps():
     train, val = torch.randn(4096, 256, generator=g), torch.randn(1024, 256, generator=g)
     found = repeat_test(train, val)
     assert found is not None and found.queries == 512 and found.keys == 2048
+
+
+@pytest.mark.parametrize(("copies", "status"), [(9, "pass"), (60, "fail")])
+def test_the_repeat_test_speaks_only_from_fail_fraction(copies, status):
+    """Noisy copies of training (cosine about 0.94, below the near threshold) in 3% of validation are within
+    the chance law's own error on healthy data (up to 6% on the galleries): pass, with the flagged count in
+    ``details``. In 20% of validation they fail."""
+    g = torch.Generator().manual_seed(7)
+    x, val = torch.randn(1200, 16, generator=g), torch.randn(300, 16, generator=g)
+    val[:copies] = x[:copies] + 0.25 * torch.randn(copies, 16, generator=g)
+    y, y_val = (x[:, 0] > 0).long(), (val[:, 0] > 0).long()
+    result = _run(MLP(classes=2), loaders(x, y, val, y_val))
+    assert result.status == status, result.message
+    assert result.details["val_near"] == 0 and result.details["val_exact"] == 0
+    assert result.details["repeats"]["flagged"] >= 0.8 * copies

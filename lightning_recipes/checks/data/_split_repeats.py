@@ -221,15 +221,13 @@ def repeat_level(
     repeats: Repeats | None, estimate: float, warn_fraction: float, fail_fraction: float
 ) -> Literal["pass", "warn", "fail", "inconclusive"]:
     """The repeat test's verdict from the fractions and the flagged count's chance probability."""
-    if repeats is None:
+    if repeats is None or estimate < fail_fraction:  # a few % is within the chance model's own error
         return "pass"
     p = repeats.chance_p
-    if repeats.within_training and p < _HINT_P and estimate >= warn_fraction:
+    if repeats.within_training and p < _HINT_P:
         return "inconclusive"
-    if estimate >= fail_fraction and p < _FAIL_P and repeats.excess >= 3:
+    if p < _FAIL_P and repeats.excess >= 3:
         return "fail"
-    if estimate >= warn_fraction and p < _WARN_P and repeats.excess >= 2:
+    if p < _WARN_P and repeats.excess >= 2:
         return "warn"
-    if estimate >= fail_fraction and p < _HINT_P:
-        return "inconclusive"
-    return "pass"
+    return "inconclusive" if p < _HINT_P else "pass"
