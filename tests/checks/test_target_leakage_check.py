@@ -243,3 +243,22 @@ def test_num_bins_is_deprecated_and_ignored():
 
     with pytest.warns(LightningRecipesDeprecationWarning, match="num_bins"):
         TargetLeakageCheck(num_bins=8)
+
+
+@pytest.mark.parametrize(("every", "status"), [(200, "warn"), (0, "fail")])
+def test_one_feature_that_misses_some_held_out_labels_warns_and_a_copy_fails(every, status):
+    """A column equal to the label but on one row in 200 (a sensor that tracks it) predicts held-out labels
+    almost perfectly: a leak or a very strong feature, `warn`. Equal on every row it determines the label and
+    fails."""
+    data = {}
+    for key, seed, n in (("train_dataloaders", 0, 1024), ("val_dataloaders", 1, 512)):
+        x, y = M.features(n, seed)
+        flipped = torch.arange(n) % every == every // 2 if every else torch.zeros(n, dtype=torch.bool)
+        x[:, 0] = torch.where(flipped, (y + 1) % M.C, y).float()
+        data[key] = M._loader(x, y, batch_size=128, shuffle=seed == 0)
+    result = _run(M.MLP(), data)
+    feature = result.details["single_feature"]
+    assert result.status == status, result.message
+    assert feature["leak"] and feature["name"] == result.details["feature"] == "inputs[:, 0]"
+    assert (feature["score"] < 1.0) == (status == "warn")
+    assert ("tracks it" in result.summary) == (status == "warn") and len(result.summary) <= 120
