@@ -1,7 +1,7 @@
 """Sealed gallery J's data: small seeded synthetic sets (video clips of a moving blob, keyword-spotting
-feature frames, item sessions from a Markov chain, a community graph split into edges, 3-D poses seen in 2-D
-and tagged token documents). Every builder is deterministic (its own generator); random augmentation at read
-time draws from the global RNG."""
+feature frames, item sessions from a Markov chain, a community graph split into edges, 3-D poses seen in 2-D,
+tagged token documents and noisy speech spectrograms). Every builder is deterministic (its own generator);
+random augmentation at read time draws from the global RNG."""
 
 from __future__ import annotations
 
@@ -303,3 +303,39 @@ def to_multi_hot_with_padding(tokens: torch.Tensor, ids: torch.Tensor, count: to
     """The BUG: the padded id list is scattered whole, so every document with fewer than 3 tags gains tag 0
     from its padding."""
     return tokens, torch.zeros(TAGS).scatter_(0, ids, 1.0)
+
+
+# --- speech enhancement: magnitude spectrograms of speech in noise ------------------------------------------
+FRAMES_S, BANDS = 32, 16
+
+
+def noisy_speech(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` pairs of magnitude spectrograms (32 frames x 16 bands): the noisy mixture and the clean speech in
+    it. Speech: 1..5 harmonics of a per-clip pitch, voiced in syllables (on/off runs of frames); noise: a
+    tilted, flickering floor at a random level; each clip recorded at a random gain between .5 and 4."""
+    g = _gen(seed)
+    bands = torch.arange(BANDS).float()
+    pitch = 1.5 + 1.5 * torch.rand(n, 1, generator=g)
+    harmonics = torch.arange(1, 6).float()
+    weight = torch.rand(n, 5, generator=g)
+    profile = (weight[..., None] * torch.exp(-((bands - pitch[..., None] * harmonics[:, None]) ** 2))).sum(1)
+    voiced = (torch.rand(n, FRAMES_S // 4, generator=g) < 0.6).float().repeat_interleave(4, 1)
+    clean = voiced[..., None] * profile[:, None, :]
+    tilt = torch.exp(torch.randn(n, 1, 1, generator=g) * torch.linspace(-0.5, 0.5, BANDS))
+    level = 0.2 + 0.6 * torch.rand(n, 1, 1, generator=g)
+    noise = level * tilt * (1 + 0.3 * torch.randn(n, FRAMES_S, BANDS, generator=g)).abs()
+    gain = torch.exp(math.log(0.5) + math.log(8) * torch.rand(n, 1, 1, generator=g))
+    return gain * (clean + noise), gain * clean
+
+
+def peak_normalise(mixture: torch.Tensor, clean: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per read: the pair divided by the mixture's peak (the recording level is not the model's business)."""
+    peak = mixture.amax()
+    return mixture / peak, clean / peak
+
+
+def peak_normalise_input_only(
+    mixture: torch.Tensor, clean: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The BUG: the mixture is divided by its peak and the clean target is left at the recording level."""
+    return mixture / mixture.amax(), clean

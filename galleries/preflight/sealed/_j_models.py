@@ -239,6 +239,34 @@ class LinkGCNOneWay(LinkGCN):
     symmetric = False
 
 
+class LinkGCNRanking(LinkGCN):
+    """The same encoder trained to rank: each positive edge must outscore a fresh random pair by a margin of
+    1 (margin ranking loss, exactly 0 once every margin is met); validation pairs its positives and negatives
+    in order."""
+
+    def ranking_loss(self, pos: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:
+        return F.margin_ranking_loss(pos, neg, torch.ones_like(pos), margin=1.0)
+
+    def loss(self, batch) -> torch.Tensor:
+        if len(batch) == 3:
+            src, dst, label = batch
+            score = self(src, dst)
+            pos, neg = score[label == 1], score[label == 0]
+            count = min(len(pos), len(neg))
+            return self.ranking_loss(pos[:count], neg[:count])
+        src, dst = batch
+        neg_src, neg_dst = torch.randint(data.NODES, (2, len(src)))
+        return self.ranking_loss(self(src, dst), self(neg_src, neg_dst))
+
+
+class LinkGCNRankingSwapped(LinkGCNRanking):
+    """BUG: ``margin_ranking_loss(neg, pos, ones)``: with target 1 the first argument is the one that must
+    rank higher, so the model learns to score random pairs above real links."""
+
+    def ranking_loss(self, pos: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:
+        return F.margin_ranking_loss(neg, pos, torch.ones_like(pos), margin=1.0)
+
+
 # --- 3-D pose lifting ---------------------------------------------------------------------------------------
 class PoseLifter(_Adam):
     """An MLP from the 10 pelvis-relative 2-D keypoints to the 10 pelvis-relative 3-D joints (the pelvis
@@ -318,3 +346,28 @@ class TagNet(_Adam):
 
     def predict(self, tokens: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self(tokens))
+
+
+# --- speech enhancement by spectral masking -----------------------------------------------------------------
+class MaskEnhancer(_Adam):
+    """Two 1-D convolutions over time read the log-compressed mixture and give a mask in [0, 1] per frame and
+    band (a sigmoid); the estimate is mask * mixture and the loss its MSE against the clean speech. Served:
+    the recording is peak-normalised as in training, enhanced and scaled back to its level."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv1d(data.BANDS, 64, 5, padding=2), nn.ReLU(), nn.Conv1d(64, data.BANDS, 5, padding=2)
+        )
+
+    def forward(self, mixture: torch.Tensor) -> torch.Tensor:
+        mask = torch.sigmoid(self.net(torch.log1p(mixture).transpose(1, 2))).transpose(1, 2)
+        return mask * mixture
+
+    def loss(self, batch) -> torch.Tensor:
+        mixture, clean = batch
+        return F.mse_loss(self(mixture), clean)
+
+    def predict(self, mixture: torch.Tensor) -> torch.Tensor:
+        peak = mixture.amax((1, 2), keepdim=True)
+        return self(mixture / peak) * peak

@@ -1,7 +1,8 @@
 """Sealed gallery J: video clip classification with a 3-D CNN, keyword spotting on filterbank frames,
 sequential (next-item) recommendation with a causal transformer and with a session GRU, link prediction with
-a graph autoencoder, 3-D human pose lifting from 2-D keypoints (flip augmentation, a served weight average)
-and multi-label tagging of token documents. Written blind (see the package docstring); each bug is proved
+a graph autoencoder (logistic and ranking losses), 3-D human pose lifting from 2-D keypoints (flip
+augmentation, a served weight average), multi-label tagging of token documents and speech enhancement by
+spectral masking. Written blind (see the package docstring); each bug is proved
 against its healthy twin in ``test_proofs_j.py``."""
 
 from __future__ import annotations
@@ -55,6 +56,13 @@ def tag_data(to_multi_hot=d.to_multi_hot) -> dict[str, Any]:
     """2,000 training and 500 validation documents; the exported tag lists become multi-hots per read."""
     train = d.Rows(*d.tag_lists(2000, 1), transform=to_multi_hot)
     val = d.Rows(*d.tag_lists(500, 2), transform=to_multi_hot)
+    return d.loaders(train, val, batch_size=64)
+
+
+def speech_data(normalise=d.peak_normalise) -> dict[str, Any]:
+    """1,500 training and 300 validation recordings, peak-normalised per read by ``normalise``."""
+    train = d.Rows(*d.noisy_speech(1500, 1), transform=normalise)
+    val = d.Rows(*d.noisy_speech(300, 2), transform=normalise)
     return d.loaders(train, val, batch_size=64)
 
 
@@ -134,6 +142,15 @@ BUGS: list[SealedCase] = [
         DEPENDS,
     ),
     SealedCase(
+        "link_ranking_arguments_swapped",
+        "link prediction (graph autoencoder, margin ranking loss)",
+        m.LinkGCNRankingSwapped,
+        link_data,
+        "margin_ranking_loss(neg, pos, ones): with target 1 the first argument must rank higher, so the "
+        "model learns to score random node pairs above real links.",
+        "the loss scores the target the task declares",
+    ),
+    SealedCase(
         "pose_flip_without_joint_swap",
         "3-D human pose lifting from 2-D keypoints (flip augmentation)",
         m.PoseLifter,
@@ -169,6 +186,15 @@ BUGS: list[SealedCase] = [
         "with fewer than 3 tags gains tag 0, and the model learns to put tag 0 on everything.",
         PAIRED,
     ),
+    SealedCase(
+        "speech_target_left_unnormalised",
+        "speech enhancement (spectral masking, peak normalisation)",
+        m.MaskEnhancer,
+        partial(speech_data, d.peak_normalise_input_only),
+        "The dataset divides the mixture by its peak but leaves the clean target at the recording level: the "
+        "bounded mask cannot reach loud targets, and served output is scaled wrongly for every recording.",
+        PAIRED,
+    ),
 ]
 
 HEALTHY: list[SealedCase] = [
@@ -188,7 +214,7 @@ HEALTHY: list[SealedCase] = [
         ),
         (
             "next_item_causal_tied_output",
-            "sequential recommendation (causal transformer, output tied to the item table)",
+            "sequential recommendation (causal transformer, output tied to the item table: loss ~17 at init)",
             m.NextItemTransformer,
             session_data,
         ),
@@ -205,6 +231,12 @@ HEALTHY: list[SealedCase] = [
             link_data,
         ),
         (
+            "link_margin_ranking",
+            "link prediction (margin ranking loss, exactly 0 once margins are met)",
+            m.LinkGCNRanking,
+            link_data,
+        ),
+        (
             "pose_flip_swapped_served_average",
             "3-D pose lifting (constant pelvis target, frozen weight average)",
             m.PoseLifter,
@@ -215,6 +247,12 @@ HEALTHY: list[SealedCase] = [
             "multi-label tagging (a fifth of the targets all zero)",
             m.TagNet,
             tag_data,
+        ),
+        (
+            "speech_sigmoid_mask",
+            "speech enhancement (a mask bounded in [0, 1]; loss on the masked mixture)",
+            m.MaskEnhancer,
+            speech_data,
         ),
     )
 ]

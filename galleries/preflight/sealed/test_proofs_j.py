@@ -105,6 +105,14 @@ def tag_f1_miss(model) -> float:
     return 1 - f1.mean().item()
 
 
+@torch.no_grad()
+def speech_error(model) -> float:
+    """The MSE of the served enhanced spectrogram against the clean speech of held-out recordings (at their
+    own levels), relative to the clean speech's variance."""
+    mixture, clean = d.noisy_speech(1000, 3)
+    return (((model.predict(mixture) - clean) ** 2).mean() / clean.var()).item()
+
+
 VIDEO, KEYWORD = (m.Clip3DCNN, gallery.video_data), (m.KeywordNet, gallery.keyword_data)
 LINK, POSE = (m.LinkGCN, gallery.link_data), (m.PoseLifter, gallery.pose_data)
 
@@ -118,6 +126,7 @@ PROOFS = {
     "session_gru_served_after_padding": Proof(
         (m.SessionGRU, gallery.short_session_data), short_session_miss, 0.1, 4
     ),
+    "link_ranking_arguments_swapped": Proof((m.LinkGCNRanking, gallery.link_data), link_miss, 0.2, 40),
     "link_validation_edges_in_message_graph": Proof(
         LINK, link_miss, 0.03, 40, lie=link_validation_miss, worse=False
     ),
@@ -126,11 +135,12 @@ PROOFS = {
     "pose_weight_average_too_slow": Proof(POSE, mpjpe, 0.05, 4),
     "pose_served_without_centring": Proof(POSE, mpjpe, 0.1, 4),
     "tags_padding_scattered_as_tag_zero": Proof((m.TagNet, gallery.tag_data), tag_f1_miss, 0.03, 8),
+    "speech_target_left_unnormalised": Proof((m.MaskEnhancer, gallery.speech_data), speech_error, 0.1, 4),
 }
 
 
 def test_every_bug_has_a_proof() -> None:
-    sealed.check_gallery(gallery, PROOFS, bugs=11, healthy=7)
+    sealed.check_gallery(gallery, PROOFS, bugs=13, healthy=9)
 
 
 @pytest.mark.parametrize("case_id", list(PROOFS))
