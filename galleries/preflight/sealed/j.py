@@ -71,6 +71,7 @@ SERVED = "what validation reports is what the model does when served"
 SPLIT = "what validation scores was not seen in training"
 SCHEDULE = "the loop's state machines (schedulers, accumulation, averaging) advance as declared"
 DEPENDS = "the output depends on what the task says it depends on"
+TASK_LOSS = "the loss scores the target the task declares"
 CLEAN = "the training data is drawn as the data the model will serve"
 
 
@@ -148,7 +149,7 @@ BUGS: list[SealedCase] = [
         link_data,
         "margin_ranking_loss(neg, pos, ones): with target 1 the first argument must rank higher, so the "
         "model learns to score random node pairs above real links.",
-        "the loss scores the target the task declares",
+        TASK_LOSS,
     ),
     SealedCase(
         "pose_flip_without_joint_swap",

@@ -121,7 +121,7 @@ PROOFS = {
     "keyword_silence_as_zeros": Proof(KEYWORD, keyword_error, 0.05, 4, lie=keyword_validation_error),
     "keyword_one_cycle_stepped_per_epoch": Proof(KEYWORD, keyword_error, 0.1, 4),
     "next_item_attention_unmasked": Proof(
-        (m.NextItemTransformer, gallery.session_data), next_item_miss, 0.1, 6, lie=next_item_validation_miss
+        (m.NextItemTransformer, gallery.session_data), next_item_miss, 0.05, 8, lie=next_item_validation_miss
     ),
     "session_gru_served_after_padding": Proof(
         (m.SessionGRU, gallery.short_session_data), short_session_miss, 0.1, 4
