@@ -2,8 +2,8 @@
 sequential (next-item) recommendation with a causal transformer and with a session GRU, link prediction with
 a graph autoencoder (logistic and ranking losses), 3-D human pose lifting from 2-D keypoints (flip
 augmentation, a served weight average), multi-label tagging of token documents and speech enhancement by
-spectral masking. Written blind (see the package docstring); each bug is proved
-against its healthy twin in ``test_proofs_j.py``."""
+spectral masking. Written blind (see the package docstring); each bug is proved against its healthy twin in
+``test_proofs_j.py``."""
 
 from __future__ import annotations
 
