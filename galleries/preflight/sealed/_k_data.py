@@ -320,6 +320,22 @@ def acquired(most_uncertain: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     return x[rows], y[rows]
 
 
+def labelled_split(oversample_first: bool = False) -> tuple[torch.Tensor, ...]:
+    """The acquired labelled set split 80/20 into training and validation rows (there is no other labelled
+    data to validate on), the training rows then repeated 5 times to make an epoch: (train x, train y, val x,
+    val y). The BUG (``oversample_first``): the set is repeated 5 times before the split, so nearly every
+    validation digit also has copies among the training rows."""
+    x, y = acquired()
+    if oversample_first:
+        x, y = x.repeat(5, 1), y.repeat(5)
+    order = torch.randperm(len(y), generator=_gen(204))
+    train, val = order[: int(0.8 * len(y))], order[int(0.8 * len(y)) :]
+    train_x, train_y = x[train], y[train]
+    if not oversample_first:
+        train_x, train_y = train_x.repeat(5, 1), train_y.repeat(5)
+    return train_x, train_y, x[val], y[val]
+
+
 # --- semi-supervised: a few labels among many unlabelled rows -----------------------------------------------
 LABELLED = 100
 UNLABELLED = -1

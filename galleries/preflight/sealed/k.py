@@ -48,6 +48,12 @@ def active_data(most_uncertain: bool = True) -> dict[str, Any]:
     return {**d.loaders(d.Rows(x.repeat(5, 1), y.repeat(5)), d.Rows(*d.digits("val"))), "num_classes": 10}
 
 
+def labelled_split_data(oversample_first: bool = False) -> dict[str, Any]:
+    """The acquired labelled set, split into training rows (each seen 5 times) and validation rows."""
+    train_x, train_y, val_x, val_y = d.labelled_split(oversample_first)
+    return {**d.loaders(d.Rows(train_x, train_y), d.Rows(val_x, val_y)), "num_classes": 10}
+
+
 def semi_data(unknown: int = d.UNLABELLED) -> dict[str, Any]:
     """The 1,000 training digits, 100 of them labelled, and the labelled validation digits."""
     out = d.loaders(d.Rows(*d.few_labels(unknown)), d.Rows(*d.digits("val")), batch_size=64)
@@ -158,6 +164,15 @@ BUGS: list[SealedCase] = [
         SPLIT,
     ),
     SealedCase(
+        "active_oversampled_before_split",
+        "pool-based active learning (validation carved from the labelled set)",
+        m.DigitNet,
+        partial(labelled_split_data, oversample_first=True),
+        "The labelled set is repeated 5 times (to make an epoch) before it is split 80/20: nearly every "
+        "validation digit has copies among the training rows, and validation reports an error near 0.",
+        "splits do not share rows",
+    ),
+    SealedCase(
         "semi_unlabelled_read_as_zero",
         "semi-supervised learning with a mean teacher (label column)",
         m.MeanTeacher,
@@ -224,6 +239,12 @@ HEALTHY: list[SealedCase] = [
             clip_data,
         ),
         ("active_most_uncertain", "active learning (200 labels, repeated 5x)", m.DigitNet, active_data),
+        (
+            "active_split_then_oversampled",
+            "active learning (40 validation labels carved out, training rows repeated 5x)",
+            m.DigitNet,
+            labelled_split_data,
+        ),
         (
             "semi_mean_teacher",
             "mean teacher (90% of labels -1, EMA teacher served)",
