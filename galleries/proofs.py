@@ -47,6 +47,8 @@ PROOF_MODULES = (
     "galleries/preflight/sealed/test_proofs_g.py",
     "galleries/preflight/sealed/test_proofs_h.py",
     "galleries/preflight/sealed/test_proofs_i.py",
+    "galleries/preflight/sealed/test_proofs_j.py",
+    "galleries/preflight/sealed/test_proofs_k.py",
     "galleries/health/zoo1/test_proofs.py",
     "galleries/health/zoo2/test_proofs.py",
     "galleries/health/zoo3/test_proofs.py",
