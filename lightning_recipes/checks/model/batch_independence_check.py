@@ -117,18 +117,12 @@ class BatchIndependenceCheck(SanityCheck):
             "measured": largest / scale if scale > 0 else 0.0,
         }
         if scale == 0:
-            raise CheckSkipped(
-                "the output does not react to its own input, so independence cannot be measured."
-            )
+            raise CheckSkipped("the output does not react to its own input: independence is not measurable.")
         if largest > self.rtol * scale:
-            details["pair"] = {"probe": probes[p], "other": j}
-            return self.verdict(
-                "fail",
-                f"samples mix across the batch: sample {j} moves with sample {probes[p]} "
-                f"({details['measured']:.2g} of a sample's own effect, expected 0)",
-                details,
-                action="Look for a reshape/view over the batch axis or a mean/softmax/attention over dim 0.",
-            )
+            summary = f"samples mix across the batch: sample {j} moves with sample {probes[p]} "
+            summary += f"({details['measured']:.2g} of a sample's own effect, expected 0)"
+            action = "Look for a reshape/view over the batch axis or a mean/softmax/attention over dim 0."
+            return self.verdict("fail", summary, details, action)
         independent = f"no cross-sample effect in {count} samples"
         try:
             with perturbed("the batch rotated by one slot"):
@@ -140,12 +134,9 @@ class BatchIndependenceCheck(SanityCheck):
             return self.verdict("pass", f"{independent}; no batch-first output to permute", details)
         moved = f"output moved {verdict.deviation:.2g} (tolerance {verdict.tolerance:.2g})"
         if verdict.status == "fail":
-            return self.verdict(
-                "fail",
-                f"outputs depend on the sample's slot: rotating the batch in eval, the {moved}",
-                details,
-                action="Look for a parameter indexed by batch slot, or positions from arange(x.shape[0]).",
-            )
+            summary = f"outputs depend on the sample's slot: rotating the batch in eval, the {moved}"
+            action = "Look for a parameter indexed by batch slot, or positions from arange(x.shape[0])."
+            return self.verdict("fail", summary, details, action)
         if verdict.status == "inconclusive":
             summary = f"{independent}, but rotating the batch: the {moved}"
             return self.verdict("inconclusive", summary, details)
@@ -158,9 +149,7 @@ def _perturbation_test(
     with torch.no_grad():
         base = seeded(context.seed, output, sample)
         if base.ndim == 0 or base.shape[0] != len(inputs):
-            raise CheckSkipped(
-                f"the output {list(base.shape)} is not batch-first: which one is whose is unknown."
-            )
+            raise CheckSkipped(f"the output {list(base.shape)} is not batch-first (no per-sample rows).")
         rows = []
         for probe in probes:
             changed = inputs.clone()

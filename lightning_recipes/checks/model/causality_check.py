@@ -75,16 +75,12 @@ class CausalityCheck(SanityCheck):
         inputs, targets = context.split(batch)
         if inputs is None or inputs.ndim < 2 or inputs.shape[1] < 2:
             shape = None if inputs is None else list(inputs.shape)
-            raise CheckSkipped(
-                f"the input {shape} is not a sequence [B, S, ...] with S >= 2 (or pass `input_key`)."
-            )
+            raise CheckSkipped(f"the input {shape} is not a sequence [B, S >= 2, ...] (or pass `input_key`).")
         how = "declared with causal=True"
         if self.causal is None:
             is_lm, how = next_token_task(batch, inputs, targets)
             if not is_lm:
-                raise CheckSkipped(
-                    f"not next-token prediction ({how}); CausalityCheck(causal=True) forces it."
-                )
+                raise CheckSkipped(f"not next-token prediction ({how}); `causal=True` forces it.")
         size = batch_size_of(batch, context.input_key) or len(inputs)
         count = min(size, self.num_samples)
         batch, inputs = slice_batch(batch, count, size), inputs[:count].detach()
@@ -102,33 +98,22 @@ class CausalityCheck(SanityCheck):
             "method": found["method"],
             "positions": probes,
             "samples": count,
-            "sequence_length": int(inputs.shape[1]),
             "rtol": self.rtol,
             "training_steps_first": steps,
             "measured": found["worst"] / scale if scale > 0 else 0.0,
         }
         if scale == 0:
-            raise CheckInconclusive(
-                f"the outputs react to no input position, also after {steps} optimizer step(s)"
-            )
+            raise CheckInconclusive(f"the outputs react to no input position, also after {steps} step(s)")
         if found["leak"] is None:
-            return self.verdict(
-                "pass",
-                f"outputs at positions {probes} do not depend on later inputs (largest future effect "
-                f"{details['measured']:.2g} of the largest effect)",
-                details,
-            )
+            summary = f"outputs at positions {probes} do not depend on later inputs (largest future effect "
+            return self.verdict("pass", f"{summary}{details['measured']:.2g} of the largest effect)", details)
         position, later, far = found["leak"]
         details["leak"] = {"output_position": position, "input_position": later, "reads_further": far}
         seen = f"input position {later}" + (" and later ones too" if far else "")
         seen += " (off-by-one)" if later == position + 1 and not far else ""
-        return self.verdict(
-            "fail",
-            f"the output at position {position} depends on {seen}: {details['measured']:.2g} of the largest "
-            "effect, expected 0",
-            details,
-            action="Add a causal mask (is_causal=True), use unidirectional layers and left-only padding.",
-        )
+        summary = f"the output at position {position} depends on {seen}: {details['measured']:.2g} of the "
+        action = "Add a causal mask (is_causal=True), use unidirectional layers and left-only padding."
+        return self.verdict("fail", summary + "largest effect, expected 0", details, action)
 
     def _perturbation_test(
         self, context: CheckContext, model: Any, batch: Any, inputs: Tensor, probes: list[int]

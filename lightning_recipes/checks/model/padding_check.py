@@ -83,15 +83,7 @@ def _mask_convention(mask: Tensor, name: int | str) -> tuple[float, str]:
 def find_padding(
     batch: Any, input_key: Key, target_key: Key, padding_key: Key = None
 ) -> tuple[Padding | None, str]:
-    """The padding a batch declares, or ``None`` and why not.
-
-    Example:
-        >>> ids = torch.tensor([[5, 6, 0], [7, 0, 0]])
-        >>> batch = {"input_ids": ids, "attention_mask": (ids != 0).long()}
-        >>> padding, _ = find_padding(batch, "input_ids", None)
-        >>> padding.kind, padding.pad_value, padding.sequence_keys, padding.real.sum().item()
-        ('mask', 0.0, ['input_ids'], 3)
-    """
+    """The padding a batch declares, or ``None`` and why not."""
     entries = [(key, tensor) for key, _, tensor in _probe.entries(batch) if key is not None]
     tensors = dict(entries)
     inputs = tensors.get(input_key) if input_key is not None else None  # type: ignore[arg-type]
@@ -124,9 +116,7 @@ def find_padding(
         if bool((~real).any()) and math.isnan(pad_value_of(inputs, real, math.nan)):
             continue  # positions past the "lengths" hold varying values: not a lengths entry
         keys = [k for k, t in entries if k != key and t.shape[:2] == (size, length)]  # [B, T, ...] entries
-        return Padding(
-            "lengths", key, length, None, real, keys, "lengths: positions >= length are padding"
-        ), ""
+        return Padding("lengths", key, length, None, real, keys, "positions >= lengths are padding"), ""
     return None, "no mask, no lengths"
 
 
@@ -137,8 +127,7 @@ def pad_value_of(tensor: Tensor, real: Tensor, default: float) -> float:
 
 
 def extend_batch(batch: Any, padding: Padding, extra: int, fill: Fill) -> Any:
-    """``batch`` with every sequence entry ``extra`` positions longer, filled with ``fill[key]``; the mask
-    marks the new positions as padding; lengths stay as they are."""
+    """``batch`` with every sequence entry ``extra`` positions longer, marked as padding in a mask."""
 
     def grow(tensor: Tensor, value: float) -> Tensor:
         return torch.cat([tensor, tensor.new_full((tensor.shape[0], extra, *tensor.shape[2:]), value)], dim=1)
@@ -151,8 +140,7 @@ def extend_batch(batch: Any, padding: Padding, extra: int, fill: Fill) -> Any:
 
 
 def truncate_batch(batch: Any, padding: Padding, length: int) -> tuple[Any, Padding]:
-    """The first ``length`` positions of every sequence entry (and of the mask; lengths capped at
-    ``length``), and the padding of that shorter batch: room for padding inside the model's length limit."""
+    """The batch cut to its first ``length`` positions (lengths capped), and that batch's padding."""
     changes: dict[int | str, Tensor] = {key: batch[key][:, :length] for key in padding.sequence_keys}
     mark = batch[padding.key]
     changes[padding.key] = mark[:, :length] if padding.kind == "mask" else mark.clamp_max(length)
@@ -215,13 +203,13 @@ class PaddingCheck(SanityCheck):
     @override
     def check(self, context: CheckContext) -> CheckResult:
         batch = context.train_batches(1)[0]
-        if isinstance(batch, Tensor) or not isinstance(batch, (Mapping, Sequence)):
-            raise CheckSkipped(_NO_PADDING.format(why="the batch is a single tensor"))
-        keys = context.keys()
-        input_key, target_key = input_key_of(batch, keys[0]), _target_key_of(batch, keys[1])
-        padding, why = find_padding(batch, input_key, target_key, self.padding_key)
+        padding, why = None, "the batch is a single tensor"
+        if not isinstance(batch, Tensor) and isinstance(batch, (Mapping, Sequence)):
+            keys = context.keys()
+            input_key, target_key = input_key_of(batch, keys[0]), _target_key_of(batch, keys[1])
+            padding, why = find_padding(batch, input_key, target_key, self.padding_key)
         if padding is None:
-            raise CheckSkipped(_NO_PADDING.format(why=why))
+            raise CheckSkipped(f"the batch does not say what is padding ({why}); pass `padding_key=`.")
         size = int(padding.real.shape[0])
         if size > self.num_samples:
             batch = slice_batch(batch, self.num_samples, size)
@@ -242,9 +230,7 @@ class PaddingCheck(SanityCheck):
                 "kind": padding.kind,
                 "key": padding.key,
                 "convention": padding.convention,
-                "length": padding.length,
                 "padded_fraction": round(1.0 - float(padding.real.float().mean()), 4),
-                "extended": padding.sequence_keys,
                 "fill": fill,
             },
             "extra": self.extra,
@@ -345,11 +331,6 @@ def _other_padded_targets(
     changed = target.clone()
     changed[~real] = others.flatten()[0]
     return replace_entries(longer, {target_key: changed})
-
-
-_NO_PADDING = (
-    "the batch does not say what is padding ({why}); pass `padding_key=` to name its mask or lengths."
-)
 
 
 class _LongerRefused(Exception):
