@@ -78,20 +78,18 @@ class BatchIndependenceCheck(SanityCheck):
                     return context.batch_output(model, batch)
                 return step_output(context, model, batch)
 
-            def measure(output: Callable[[Any], Tensor] = output) -> tuple[Effects, str]:
+            def measure(output: Callable[[Any], Tensor] = output) -> Effects:
                 norms = keeping_statistics(model, lambda: seeded(context.seed, output, sample))
                 for norm in norms:  # batch statistics are legitimate: such modules run in eval
                     norm.eval()
                 try:
-                    return _perturbation_test(context, output, sample, inputs, probes), "perturbation"
+                    return _perturbation_test(context, output, sample, inputs, probes)
                 finally:
                     for norm in norms:
                         norm.train()
 
             try:
-                ((cross, own), method), steps = until_it_reacts(
-                    context, model, sample, measure, lambda f: max(f[0][1]) > 0
-                )
+                found, steps = until_it_reacts(context, model, sample, measure, lambda f: max(f[1]) > 0)
                 break
             except (CheckSkipped, CheckInconclusive, CannotRunOnCopy):
                 raise
@@ -102,11 +100,12 @@ class BatchIndependenceCheck(SanityCheck):
                 f"neither forward nor training_step runs on {count} samples with the input alone "
                 f"({type(error).__name__}: {str(error)[:24]}); pass `input_key=`."
             )
+        cross, own = found
         pairs = [(p, j) for p in range(len(probes)) for j in range(count)]
         p, j = max(pairs, key=lambda t: cross[t[0]][t[1]])
         largest, scale = cross[p][j], max(own)
         details: dict[str, Any] = {
-            "method": method,
+            "method": "perturbation",
             "samples": count,
             "probes": probes,
             "rtol": self.rtol,

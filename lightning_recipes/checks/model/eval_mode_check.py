@@ -94,12 +94,9 @@ class EvalModeCheck(SanityCheck):
             "random_module": culprit,
         }
         if changed:
-            return self.verdict(
-                "fail",
-                f"a forward pass in eval() changed the model's state: {listed([f'`{n}`' for n in changed])}",
-                details,
-                action="Update running statistics, counters and caches only under `if self.training:`.",
-            )
+            summary = f"a pass in eval() changed the model's state: {listed([f'`{n}`' for n in changed])}"
+            action = "Update running statistics, counters and caches only under `if self.training:`."
+            return self.verdict("fail", summary, details, action)
         if culprit is not None and _samples_a_prediction(context, model, batch):
             details["sampled"] = True
             why = "the output is sampled (location + scale x noise, both predicted): randomness not judged"
@@ -109,13 +106,9 @@ class EvalModeCheck(SanityCheck):
             inner = first_input[0] if first_input else None
             if inner is not None and (culprit[0] in ("", inner) or inner.startswith(culprit[0] + ".")):
                 where += f", before `{first_input[0]}`"
-            return self.verdict(
-                "fail",
-                f"eval() gave different results on two seeds ({details['max_difference']:.2g} apart): "
-                f"random in {where}"[:SUMMARY_LIMIT],
-                details,
-                action="Pass training=self.training to F.dropout; guard noise and masking by self.training.",
-            )
+            summary = f"eval() gave different results on two seeds ({details['max_difference']:.2g} apart): "
+            action = "Pass training=self.training to F.dropout; guard noise and masking by self.training."
+            return self.verdict("fail", f"{summary}random in {where}"[:SUMMARY_LIMIT], details, action)
         equal = details["outputs_equal"]
         why = "two passes with different seeds agree" if equal else "only inputs the step draws differ"
         if initialised:

@@ -6,10 +6,8 @@ import contextlib
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -29,6 +27,7 @@ __all__ = ["PaddingCheck"]
 
 _ULPS = 256.0  # a longer sequence lengthens reductions (softmax, masked sums): more last-bit noise
 _IGNORING_LOSSES = ("cross_entropy", "nll_loss")
+_REPORTED = ("status", "deviation", "noise", "tolerance")  # of each verdict, in details["quantities"]
 Fill = dict[int | str, float]  # the value appended to each sequence entry, by key
 Observation = tuple[Tensor, Tensor | None]  # a pass's loss and the output seen
 
@@ -39,17 +38,16 @@ MASK_KEYS += ("tgt_key_padding_mask", "input_mask", "pad_mask", "mask")
 LENGTHS_KEYS = ("lengths", "length", "lens", "seq_lens", "seq_len", "input_lengths", "sequence_lengths")
 
 
-@dataclass
+@dataclasses.dataclass
 class Padding:
-    """What the batch says about padding: kind, key, length, pad value, real positions, sequence entries."""
+    """What the batch says about padding: its key, the value marking padding in a mask (``None``: a lengths
+    entry), the real positions, the ``[B, T, ...]`` entries, and how the mask was read."""
 
-    kind: str
     key: int | str
-    length: int
     pad_value: float | None
     real: Tensor
-    sequence_keys: list[int | str] = field(default_factory=list)
-    convention: str = ""
+    sequence_keys: list[int | str]
+    convention: str
 
 
 def _mask_candidates(batch: Any, entries: list[tuple[int | str, Tensor]], key: Key) -> list[int | str]:
@@ -99,7 +97,7 @@ def find_padding(
         size, length = int(mask.shape[0]), int(mask.shape[1])
         keys = [k for k, t in entries if k != key and t.shape[:2] == (size, length)]  # [B, T, ...] entries
         if keys:
-            return Padding("mask", key, length, pad_value, real.bool(), keys, convention), ""
+            return Padding(key, pad_value, real.bool(), keys, convention), ""
     if inputs is None or inputs.ndim < 2:
         return None, "no mask, and no [B, T, ...] input for lengths"
     size, length = int(inputs.shape[0]), int(inputs.shape[1])
@@ -116,7 +114,7 @@ def find_padding(
         if bool((~real).any()) and math.isnan(pad_value_of(inputs, real, math.nan)):
             continue  # positions past the "lengths" hold varying values: not a lengths entry
         keys = [k for k, t in entries if k != key and t.shape[:2] == (size, length)]  # [B, T, ...] entries
-        return Padding("lengths", key, length, None, real, keys, "positions >= lengths are padding"), ""
+        return Padding(key, None, real, keys, "lengths: positions >= length are padding"), ""
     return None, "no mask, no lengths"
 
 
@@ -133,8 +131,7 @@ def extend_batch(batch: Any, padding: Padding, extra: int, fill: Fill) -> Any:
         return torch.cat([tensor, tensor.new_full((tensor.shape[0], extra, *tensor.shape[2:]), value)], dim=1)
 
     changes: dict[int | str, Tensor] = {key: grow(batch[key], fill[key]) for key in padding.sequence_keys}
-    if padding.kind == "mask":
-        assert padding.pad_value is not None
+    if padding.pad_value is not None:  # a mask
         changes[padding.key] = grow(batch[padding.key], padding.pad_value)
     return replace_entries(batch, changes)
 
@@ -143,8 +140,8 @@ def truncate_batch(batch: Any, padding: Padding, length: int) -> tuple[Any, Padd
     """The batch cut to its first ``length`` positions (lengths capped), and that batch's padding."""
     changes: dict[int | str, Tensor] = {key: batch[key][:, :length] for key in padding.sequence_keys}
     mark = batch[padding.key]
-    changes[padding.key] = mark[:, :length] if padding.kind == "mask" else mark.clamp_max(length)
-    shorter = dataclasses.replace(padding, length=length, real=padding.real[:, :length])
+    changes[padding.key] = mark[:, :length] if padding.pad_value is not None else mark.clamp_max(length)
+    shorter = dataclasses.replace(padding, real=padding.real[:, :length])
     return replace_entries(batch, changes), shorter
 
 
@@ -227,7 +224,7 @@ class PaddingCheck(SanityCheck):
             fill[key] = 0.0 if math.isnan(value) else value
         details: dict[str, Any] = {
             "padding": {
-                "kind": padding.kind,
+                "kind": "lengths" if padding.pad_value is None else "mask",
                 "key": padding.key,
                 "convention": padding.convention,
                 "padded_fraction": round(1.0 - float(padding.real.float().mean()), 4),
@@ -240,9 +237,9 @@ class PaddingCheck(SanityCheck):
         try:
             verdicts = _padded(context, model, batch, padding, fill, (first, second), self.extra)
         except _LongerRefused as refused:  # a position limit: make room inside T and pad back to T
-            if padding.length <= self.extra:
+            if padding.real.shape[1] <= self.extra:
                 raise CheckInconclusive(str(refused)) from refused
-            details["cut_to"] = room = padding.length - self.extra
+            details["cut_to"] = room = padding.real.shape[1] - self.extra
             batch, padding = truncate_batch(batch, padding, room)
             with perturbed(f"the batch cut to {room} positions"):
                 first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))
@@ -252,7 +249,7 @@ class PaddingCheck(SanityCheck):
                 raise CheckInconclusive(f"{refused}; cut to {room} positions, again") from again
         # reading padding grows with its amount, float noise hardly: look again with more of it
         if worst(verdicts)[1].status == "inconclusive":
-            more = max(self.extra * 4, padding.length)
+            more = max(self.extra * 4, padding.real.shape[1])
             with contextlib.suppress(_LongerRefused):
                 verdicts = _padded(context, model, batch, padding, fill, (first, second), more)
                 details["extra"] = more
@@ -260,26 +257,17 @@ class PaddingCheck(SanityCheck):
         if varied is not None and worst(verdicts)[1].status != "fail":  # padded targets must not matter
             with perturbed("other labels at padded positions"):
                 third = _observe(context, model, varied, context.seed)
-            found = _compare(first, second, third, padding)["loss"]
+            found = _compare(first, second, third, padding.real)["loss"]
             verdicts["loss with other targets at padded positions"] = found
-        details["quantities"] = {
-            name: {"status": v.status, "deviation": v.deviation, "noise": v.noise, "tolerance": v.tolerance}
-            for name, v in verdicts.items()
-        }
-        return self._verdict(verdicts, details)
-
-    def _verdict(self, verdicts: dict[str, NoiseVerdict], details: dict[str, Any]) -> CheckResult:
-        """The worst of ``verdicts`` (never empty: the loss is always compared) as this check's result."""
-        name, found = worst(verdicts)
+        details["quantities"] = {n: {k: getattr(v, k) for k in _REPORTED} for n, v in verdicts.items()}
+        name, found = worst(verdicts)  # never empty: the loss is always compared
         moved = f"{name} moved {found.deviation:.2g} (tolerance {found.tolerance:.2g})"
         added = f"{details['extra']} padding positions"
         if found.status == "fail":
             only_loss = all(n.startswith("loss") for n, v in verdicts.items() if v.status == "fail")
-            action = (
-                "Mask the loss at padded positions (ignore_index=-100, or divide by the mask's sum)."
-                if only_loss and len(verdicts) > 1
-                else "Pass the mask to every pooling/attention/RNN (pack_padded_sequence); pool by mask sums."
-            )
+            action = "Pass the mask to every pooling/attention/RNN (pack_padded_sequence); pool by mask sums."
+            if only_loss and len(verdicts) > 1:
+                action = "Mask the loss at padded positions (ignore_index=-100, or divide by the mask's sum)."
             if details["padding"]["padded_fraction"] == 0:  # of the batch as loaded, before any cut
                 details["latent"] = True
                 summary = f"the model would read padding ({added}: {moved}); these batches hold none yet"
@@ -287,9 +275,7 @@ class PaddingCheck(SanityCheck):
             return self.verdict("fail", f"the model reads padding: {added}, {moved}", details, action=action)
         if found.status == "inconclusive":
             raise CheckInconclusive(f"{added} changed the results slightly, between noise and a bug: {moved}")
-        return self.verdict(
-            "pass", f"padding is ignored: {added} left the loss and outputs unchanged", details
-        )
+        return self.verdict("pass", f"padding is ignored: {added} left loss and outputs unchanged", details)
 
 
 def _padded(
@@ -305,7 +291,7 @@ def _padded(
             f"your code raised {type(err).__name__} on the batch padded by {extra} positions "
             f"({str(err)[:36]}): no verdict"
         ) from err
-    return _compare(noise[0], noise[1], extended, padding)
+    return _compare(noise[0], noise[1], extended, padding.real)
 
 
 def _other_padded_targets(
@@ -352,7 +338,7 @@ def _ignore_index(call: Any) -> float:
     return float(call.kwargs.get("ignore_index", -100))
 
 
-def _observe(context: CheckContext, model: pl.LightningModule, batch: Any, seed: int) -> Observation:
+def _observe(context: CheckContext, model: Any, batch: Any, seed: int) -> Observation:
     """The loss of ``training_step`` on ``batch`` and the module's output seen meanwhile, under ``seed``."""
     torch.manual_seed(seed)
     with torch.no_grad(), context.capture_forward(model) as captured:
@@ -361,19 +347,18 @@ def _observe(context: CheckContext, model: pl.LightningModule, batch: Any, seed:
     return loss.detach(), None if output is None else output.detach()
 
 
-def _compare(
-    first: Observation, second: Observation, extended: Observation, padding: Padding
-) -> dict[str, NoiseVerdict]:
-    verdicts = {"loss": _judge(first[0], second[0], extended[0])}
-    a, b, longer = first[1], second[1], extended[1]
-    if a is None or b is None or longer is None or a.shape != b.shape:
+def _compare(x: Observation, y: Observation, longer: Observation, real: Tensor) -> dict[str, NoiseVerdict]:
+    """The padded pass ``longer`` against the first of two unpadded passes, within their noise."""
+    verdicts = {"loss": _judge(x[0], y[0], longer[0])}
+    a, b, c = x[1], y[1], longer[1]
+    if a is None or b is None or c is None or a.shape != b.shape:
         return verdicts
-    grown = longer.ndim == a.ndim >= 2 and longer.shape[1] > a.shape[1] and longer.shape[2:] == a.shape[2:]
-    if a.shape == longer.shape:  # no time axis (pooled, or cut to the real lengths): compare all of it
-        verdicts["output"] = _judge(a, b, longer)
-    elif grown and a.shape[:2] == padding.real.shape:  # [B, T, ...]: the first T positions, real ones
-        real = padding.real.to(a.device)
-        verdicts["output at real positions"] = _judge(a[real], b[real], longer[:, : a.shape[1]][real])
+    grown = c.ndim == a.ndim >= 2 and c.shape[1] > a.shape[1] and c.shape[2:] == a.shape[2:]
+    if a.shape == c.shape:  # no time axis (pooled, or cut to the real lengths): compare all of it
+        verdicts["output"] = _judge(a, b, c)
+    elif grown and a.shape[:2] == real.shape:  # [B, T, ...]: the first T positions, real ones
+        real = real.to(a.device)
+        verdicts["output at real positions"] = _judge(a[real], b[real], c[:, : a.shape[1]][real])
     return verdicts
 
 
