@@ -87,27 +87,26 @@ class CausalityCheck(SanityCheck):
         probes = _positions(int(inputs.shape[1]), self.num_positions)
         model = context.copy_model()
 
-        def measure() -> dict[str, Any]:
+        def measure() -> tuple[float, float, Any]:
             model.eval()
             return self._perturbation_test(context, model, batch, inputs, probes)
 
-        found, steps = until_it_reacts(context, model, batch, measure, lambda f: f["scale"] > 0)
-        scale = found["scale"]
+        (scale, worst, leak), steps = until_it_reacts(context, model, batch, measure, lambda f: f[0] > 0)
         details: dict[str, Any] = {
             "task": how,
-            "method": found["method"],
+            "method": "perturbation",
             "positions": probes,
             "samples": count,
             "rtol": self.rtol,
             "training_steps_first": steps,
-            "measured": found["worst"] / scale if scale > 0 else 0.0,
+            "measured": worst / scale if scale > 0 else 0.0,
         }
         if scale == 0:
             raise CheckInconclusive(f"the outputs react to no input position, also after {steps} step(s)")
-        if found["leak"] is None:
+        if leak is None:
             summary = f"outputs at positions {probes} do not depend on later inputs (largest future effect "
             return self.verdict("pass", f"{summary}{details['measured']:.2g} of the largest effect)", details)
-        position, later, far = found["leak"]
+        position, later, far = leak
         details["leak"] = {"output_position": position, "input_position": later, "reads_further": far}
         seen = f"input position {later}" + (" and later ones too" if far else "")
         seen += " (off-by-one)" if later == position + 1 and not far else ""
@@ -117,19 +116,24 @@ class CausalityCheck(SanityCheck):
 
     def _perturbation_test(
         self, context: CheckContext, model: Any, batch: Any, inputs: Tensor, probes: list[int]
-    ) -> dict[str, Any]:
+    ) -> tuple[float, float, tuple[int, int, bool] | None]:
+        """The largest effect, the largest on an earlier output, and the first leak (output, input, more)."""
         replacement = _replacement(inputs, context.seed)
         seq = int(inputs.shape[1])
+
+        def output(batch: Any) -> Tensor:  # [B, S, ...], with the same randomness in every compared pass
+            return aligned_output(seeded(context.seed, model_output, context, model, batch), inputs)
+
         with torch.no_grad():
-            base = _seeded_output(context, model, batch, inputs)
+            base = output(batch)
 
             def effect(start: int, stop: int) -> Tensor:
                 """The change of every output position when the inputs in ``[start, stop)`` change."""
                 changed = inputs.clone()
                 changed[:, start:stop] = replacement[:, start:stop]
                 with perturbed("later positions of the sequence replaced"):
-                    output = _seeded_output(context, model, context.with_inputs(batch, changed), inputs)
-                return (output - base).float().abs().transpose(0, 1).reshape(seq, -1).amax(1)
+                    moved = output(context.with_inputs(batch, changed))
+                return (moved - base).float().abs().transpose(0, 1).reshape(seq, -1).amax(1)
 
             table = torch.stack([effect(p + 1, seq) for p in probes]).tolist()  # sync: once
             scale = max(max(row) for row in table)
@@ -143,14 +147,12 @@ class CausalityCheck(SanityCheck):
                     low, high = moved + 1, seq  # changing inputs [moved + 1, high) moves output `moved`
                     while high - low > 1:
                         middle = (low + high) // 2
-                        if float(effect(moved + 1, middle)[moved]) > limit:  # sync: once per bisection step
-                            high = middle
-                        else:
-                            low = middle
+                        leaks = float(effect(moved + 1, middle)[moved]) > limit  # sync: once per step
+                        low, high = (low, middle) if leaks else (middle, high)
                     later = high - 1
                     far = later + 1 < seq and float(effect(later + 1, seq)[moved]) > limit
                     leak = (moved, later, far)
-        return {"method": "perturbation", "scale": scale, "worst": worst, "leak": leak}
+        return scale, worst, leak
 
 
 def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -> tuple[bool, str]:
@@ -222,11 +224,6 @@ def _replacement(inputs: Tensor, seed: int) -> Tensor:
         raise CheckSkipped("every input token of the batch is the same id: nothing to replace them with.")
     offsets = torch.randint(1, len(pool), inputs.shape, generator=generator).to(inputs.device)
     return pool[(torch.searchsorted(pool, inputs) + offsets) % len(pool)]
-
-
-def _seeded_output(context: CheckContext, model: Any, batch: Any, inputs: Tensor) -> Tensor:
-    """The output for ``batch`` as ``[B, S, ...]``, with the same randomness in every compared pass."""
-    return aligned_output(seeded(context.seed, model_output, context, model, batch), inputs)
 
 
 def aligned_output(output: Tensor, inputs: Tensor) -> Tensor:

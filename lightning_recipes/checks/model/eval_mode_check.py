@@ -105,7 +105,7 @@ class EvalModeCheck(SanityCheck):
             where = f"`{culprit[0]}` ({culprit[1]})" if culprit[0] else f"its own forward ({culprit[1]})"
             inner = first_input[0] if first_input else None
             if inner is not None and (culprit[0] in ("", inner) or inner.startswith(culprit[0] + ".")):
-                where += f", before `{first_input[0]}`"
+                where += f", before `{inner}`"
             summary = f"eval() gave different results on two seeds ({details['max_difference']:.2g} apart): "
             action = "Pass training=self.training to F.dropout; guard noise and masking by self.training."
             return self.verdict("fail", f"{summary}random in {where}"[:SUMMARY_LIMIT], details, action)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import Tensor
 from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_bool, check_int
@@ -121,13 +122,10 @@ class GradFlowCheck(SanityCheck):
             action = "Meant to learn? requires_grad_(True). Frozen on purpose (a backbone, a teacher): fine."
             return self.verdict("warn", summary, details, action)
         if cancelled:  # a symmetry of the loss (a shift shared by both towers), not a cut path
-            flows = (
-                f"{len(trainable) - len(cancelled)} of {len(trainable)} trainable parameters get non-zero "
-                f"gradients; {listed(cancelled)} get(s) contributions from several calls that cancel exactly"
-            )
-        return self.verdict(
-            "pass", flows + (f"; {len(frozen)} frozen, outside the optimizer" if frozen else ""), details
-        )
+            flows = f"all but {len(cancelled)} of {len(trainable)} trainable parameters get gradients; "
+            flows += f"{listed(cancelled)}: the contributions of several calls cancel exactly"
+        outside = f"; {len(frozen)} frozen, outside the optimizer" if frozen else ""
+        return self.verdict("pass", flows + outside, details)
 
     def _backward_passes(
         self, context: CheckContext, model: Any, trainable: list[tuple[str, torch.nn.Parameter]], built: Any
@@ -174,9 +172,7 @@ def _unread(context: CheckContext, names: list[str], limit: int = 8) -> list[str
     return [name for name in names[:limit] if torch.equal(loss(name), base)]  # sync: one per name
 
 
-def _cancelled(
-    context: CheckContext, model: Any, trainable: dict[str, torch.nn.Parameter], zero: list[str]
-) -> list[str]:
+def _cancelled(context: CheckContext, model: Any, trainable: dict[str, Tensor], zero: list[str]) -> list[str]:
     """Zero-gradient parameters of a module called more than once whose calls cancel (invariant by design)."""
     owners: dict[int, list[str]] = {}
     modules = dict(model.named_modules())

@@ -234,8 +234,20 @@ class PaddingCheck(SanityCheck):
             "samples": int(padding.real.shape[0]),
         }
         first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))  # the noise
+
+        def padded(extra: int) -> dict[str, NoiseVerdict]:
+            """The batch as it is now padded by ``extra`` more positions, against its two passes."""
+            try:
+                extended = _observe(context, model, extend_batch(batch, padding, extra, fill), context.seed)
+            except (CheckSkipped, CheckInconclusive, CannotRunOnCopy):
+                raise
+            except Exception as err:
+                why = f"your code raised {type(err).__name__} on the batch padded by {extra} positions"
+                raise _LongerRefused(f"{why} ({str(err)[:36]}): no verdict") from err
+            return _compare(first, second, extended, padding.real)
+
         try:
-            verdicts = _padded(context, model, batch, padding, fill, (first, second), self.extra)
+            verdicts = padded(self.extra)
         except _LongerRefused as refused:  # a position limit: make room inside T and pad back to T
             if padding.real.shape[1] <= self.extra:
                 raise CheckInconclusive(str(refused)) from refused
@@ -244,14 +256,14 @@ class PaddingCheck(SanityCheck):
             with perturbed(f"the batch cut to {room} positions"):
                 first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))
             try:
-                verdicts = _padded(context, model, batch, padding, fill, (first, second), self.extra)
+                verdicts = padded(self.extra)
             except _LongerRefused as again:
                 raise CheckInconclusive(f"{refused}; cut to {room} positions, again") from again
         # reading padding grows with its amount, float noise hardly: look again with more of it
         if worst(verdicts)[1].status == "inconclusive":
             more = max(self.extra * 4, padding.real.shape[1])
             with contextlib.suppress(_LongerRefused):
-                verdicts = _padded(context, model, batch, padding, fill, (first, second), more)
+                verdicts = padded(more)
                 details["extra"] = more
         varied = _other_padded_targets(context, model, batch, padding, target_key, fill, self.extra)
         if varied is not None and worst(verdicts)[1].status != "fail":  # padded targets must not matter
@@ -276,22 +288,6 @@ class PaddingCheck(SanityCheck):
         if found.status == "inconclusive":
             raise CheckInconclusive(f"{added} changed the results slightly, between noise and a bug: {moved}")
         return self.verdict("pass", f"padding is ignored: {added} left loss and outputs unchanged", details)
-
-
-def _padded(
-    context: CheckContext, model: Any, batch: Any, padding: Padding, fill: Fill, noise: tuple, extra: int
-) -> dict[str, NoiseVerdict]:
-    """The batch padded by ``extra`` more positions, compared with the batch as it was."""
-    try:
-        extended = _observe(context, model, extend_batch(batch, padding, extra, fill), context.seed)
-    except (CheckSkipped, CheckInconclusive, CannotRunOnCopy):
-        raise
-    except Exception as err:
-        raise _LongerRefused(
-            f"your code raised {type(err).__name__} on the batch padded by {extra} positions "
-            f"({str(err)[:36]}): no verdict"
-        ) from err
-    return _compare(noise[0], noise[1], extended, padding.real)
 
 
 def _other_padded_targets(
