@@ -96,8 +96,6 @@ class CausalityCheck(SanityCheck):
             "task": how,
             "method": "perturbation",
             "positions": probes,
-            "samples": count,
-            "rtol": self.rtol,
             "training_steps_first": steps,
             "measured": worst / scale if scale > 0 else 0.0,
         }

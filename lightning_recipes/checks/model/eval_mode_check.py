@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from contextlib import suppress
+from functools import partial
 from typing import Any
 
 import torch
@@ -86,7 +86,6 @@ class EvalModeCheck(SanityCheck):
         culprit, first_input = self._localise(records_a, records_b)
         details: dict[str, Any] = {
             "mode_dependent_layers": _mode_dependent_layers(model),
-            "samples": size,
             "changed_state": changed,
             "initialised_state": initialised,
             "outputs_equal": _same(out_a, out_b, self.rtol),
@@ -141,24 +140,21 @@ def _observe(context: CheckContext, model: Any, batch: Any, seed: int) -> tuple[
     records: list[Record] = []
     at: list[int] = []  # per open call, where its sub-calls' records start
 
-    def hook(name: str) -> Callable[..., None]:
-        def record(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
-            inputs = [t.detach().clone() for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
-            out = first_tensor(output)
-            kept = None if out is None else out.detach().clone()
-            records.append((name, type(module).__name__, at.pop(), inputs, kept))
+    def record(name: str, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+        inputs = [t.detach().clone() for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
+        out = first_tensor(output)
+        kept = None if out is None else out.detach().clone()
+        records.append((name, type(module).__name__, at.pop(), inputs, kept))
 
-        return record
-
-    handles = [m.register_forward_pre_hook(lambda *_: at.append(len(records))) for m in model.modules()]
-    handles += [m.register_forward_hook(hook(n), with_kwargs=True) for n, m in model.named_modules()]
+    hooks = [m.register_forward_pre_hook(lambda *_: at.append(len(records))) for m in model.modules()]
+    hooks += [m.register_forward_hook(partial(record, n), with_kwargs=True) for n, m in model.named_modules()]
     seed_all(seed)  # different streams in the two passes (run() restores the caller's)
     try:
         with torch.no_grad():
             output = _output(context, model, batch)
     finally:
-        for handle in handles:
-            handle.remove()
+        for hook in hooks:
+            hook.remove()
     return output.detach().clone(), records
 
 
@@ -179,8 +175,7 @@ class _Sampling(TorchFunctionMode):
         return entry[1] if entry is not None and entry[0] is value else frozenset()
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        result = func(*args, **kwargs)
+        result = func(*args, **(kwargs or {}))
         operands = [self._of(t) for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
         tags = frozenset().union(*operands)
         predicted = [t >= _PREDICTED and "noise" not in t for t in operands]

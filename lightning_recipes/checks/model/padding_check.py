@@ -124,32 +124,25 @@ def pad_value_of(tensor: Tensor, real: Tensor, default: float) -> float:
     return float(padded[0]) if padded.numel() and bool((padded == padded[0]).all()) else default
 
 
-def extend_batch(batch: Any, padding: Padding, extra: int, fill: Fill) -> Any:
-    """``batch`` with every sequence entry ``extra`` positions longer, marked as padding in a mask."""
+def resize_batch(batch: Any, padding: Padding, length: int, fill: Fill) -> Any:
+    """``batch`` with every sequence entry and the mask cut to ``length`` positions, or grown to it with
+    ``fill[key]`` (the mask marking the new positions as padding); lengths capped at ``length``."""
 
-    def grow(tensor: Tensor, value: float) -> Tensor:
-        return torch.cat([tensor, tensor.new_full((tensor.shape[0], extra, *tensor.shape[2:]), value)], dim=1)
+    def fit(tensor: Tensor, value: float) -> Tensor:
+        if length <= tensor.shape[1]:
+            return tensor[:, :length]
+        more = tensor.new_full((tensor.shape[0], length - tensor.shape[1], *tensor.shape[2:]), value)
+        return torch.cat([tensor, more], dim=1)
 
-    changes: dict[int | str, Tensor] = {key: grow(batch[key], fill[key]) for key in padding.sequence_keys}
-    if padding.pad_value is not None:  # a mask
-        changes[padding.key] = grow(batch[padding.key], padding.pad_value)
+    changes: dict[int | str, Tensor] = {key: fit(batch[key], fill[key]) for key in padding.sequence_keys}
+    mark, value = batch[padding.key], padding.pad_value  # a mask, or lengths (no pad value)
+    changes[padding.key] = mark.clamp_max(length) if value is None else fit(mark, value)
     return replace_entries(batch, changes)
 
 
-def truncate_batch(batch: Any, padding: Padding, length: int) -> tuple[Any, Padding]:
-    """The batch cut to its first ``length`` positions (lengths capped), and that batch's padding."""
-    changes: dict[int | str, Tensor] = {key: batch[key][:, :length] for key in padding.sequence_keys}
-    mark = batch[padding.key]
-    changes[padding.key] = mark[:, :length] if padding.pad_value is not None else mark.clamp_max(length)
-    shorter = dataclasses.replace(padding, real=padding.real[:, :length])
-    return replace_entries(batch, changes), shorter
-
-
 class PaddingCheck(SanityCheck):
-    """The output depends on what the task says: extra padding, marked as padding, changes neither the loss
-    nor the outputs at real positions (every ``[B, T, ...]`` entry gets ``extra`` positions, marked in the
-    mask or lengths entry; without one: ``skip``; the guide has the thresholds). Cost: three to six
-    ``training_step`` calls without gradients on ``num_samples`` samples.
+    """The output depends on what the task says: ``extra`` positions marked as padding change neither the loss
+    nor the outputs at real positions (the guide has the rules). Cost: three to six ``training_step`` calls.
 
     Args:
         num_samples: Samples of the first training batch used.
@@ -231,14 +224,14 @@ class PaddingCheck(SanityCheck):
                 "fill": fill,
             },
             "extra": self.extra,
-            "samples": int(padding.real.shape[0]),
         }
         first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))  # the noise
 
         def padded(extra: int) -> dict[str, NoiseVerdict]:
             """The batch as it is now padded by ``extra`` more positions, against its two passes."""
             try:
-                extended = _observe(context, model, extend_batch(batch, padding, extra, fill), context.seed)
+                longer = resize_batch(batch, padding, padding.real.shape[1] + extra, fill)
+                extended = _observe(context, model, longer, context.seed)
             except (CheckSkipped, CheckInconclusive, CannotRunOnCopy):
                 raise
             except Exception as err:
@@ -252,7 +245,8 @@ class PaddingCheck(SanityCheck):
             if padding.real.shape[1] <= self.extra:
                 raise CheckInconclusive(str(refused)) from refused
             details["cut_to"] = room = padding.real.shape[1] - self.extra
-            batch, padding = truncate_batch(batch, padding, room)
+            batch = resize_batch(batch, padding, room, fill)
+            padding = dataclasses.replace(padding, real=padding.real[:, :room])
             with perturbed(f"the batch cut to {room} positions"):
                 first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))
             try:
@@ -296,7 +290,7 @@ def _other_padded_targets(
     """The batch padded by ``extra`` with a real label at every padded target, or ``None``."""
     if target_key is None or target_key not in padding.sequence_keys:
         return None
-    longer = extend_batch(batch, padding, extra, fill)
+    longer = resize_batch(batch, padding, padding.real.shape[1] + extra, fill)
     with torch.no_grad():
         call = context.loss_call(model, longer)
     value = fill[target_key]
