@@ -23,9 +23,8 @@ _MATCH = 0.99  # share of the (non-ignored) target positions that must equal the
 
 
 class CausalityCheck(SanityCheck):
-    """The output depends on what the task says: where the task is causal (next-token prediction, or
-    ``causal=True``), the output at ``t`` depends on no input after ``t``. Cost: ``1 + num_positions``
-    forwards (plus ``log2(S)`` for a leak) on ``num_samples`` sequences.
+    """The output depends on what the task says: where it is causal (next-token prediction, ``causal=True``),
+    the output at ``t`` reads no input after ``t``. Cost: ``1 + num_positions`` forwards (``log2(S)`` more).
 
     Args:
         causal: ``None`` infers the task from the batch, ``True`` forces the check on, ``False`` skips it.
@@ -177,12 +176,7 @@ def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -
         return False, f"targets {list(targets.shape)} vs inputs {list(inputs.shape)}"
     head, tail = targets[:, :-1], inputs[:, 1:]
     series = head.reshape(*head.shape[:2], -1) if head.ndim in (2, 3) else head
-    if (
-        inputs.ndim == 3
-        and series.ndim == 3
-        and series.shape[2] < tail.shape[2]
-        and series.is_floating_point()
-    ):
+    if inputs.ndim == series.ndim == 3 and series.shape[2] < tail.shape[2] and series.is_floating_point():
         for f in range(tail.shape[2] - series.shape[2] + 1):  # forecasting: some input features, a step ahead
             window = tail[..., f : f + series.shape[2]].float()
             if torch.allclose(series.float(), window):  # sync: per feature
@@ -236,7 +230,5 @@ def aligned_output(output: Tensor, inputs: Tensor) -> Tensor:
     if output.shape[:2] != (batch, seq) and output.shape[:1] == (batch * seq,):  # flat: unflatten
         output = output.reshape(batch, seq, *output.shape[1:])
     if output.shape[:2] != (batch, seq):
-        raise CheckSkipped(
-            f"the output {list(output.shape)} is not [B, S, ...] = [{batch}, {seq}, ...] as the inputs."
-        )
+        raise CheckSkipped(f"the output {list(output.shape)} is not [B, S, ...] = [{batch}, {seq}, ...].")
     return output

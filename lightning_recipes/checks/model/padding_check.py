@@ -40,8 +40,7 @@ LENGTHS_KEYS = ("lengths", "length", "lens", "seq_lens", "seq_len", "input_lengt
 
 @dataclasses.dataclass
 class Padding:
-    """What the batch says about padding: its key, the value marking padding in a mask (``None``: a lengths
-    entry), the real positions, the ``[B, T, ...]`` entries, and how the mask was read."""
+    """What the batch says about padding (``pad_value`` ``None``: a lengths entry, else a mask)."""
 
     key: int | str
     pad_value: float | None
@@ -125,8 +124,7 @@ def pad_value_of(tensor: Tensor, real: Tensor, default: float) -> float:
 
 
 def resize_batch(batch: Any, padding: Padding, length: int, fill: Fill) -> Any:
-    """``batch`` with every sequence entry and the mask cut to ``length`` positions, or grown to it with
-    ``fill[key]`` (the mask marking the new positions as padding); lengths capped at ``length``."""
+    """``batch`` cut or padded (with ``fill``, marked as padding) to ``length`` positions."""
 
     def fit(tensor: Tensor, value: float) -> Tensor:
         if length <= tensor.shape[1]:
