@@ -21,8 +21,6 @@ from lightning_recipes.harness.walk import map_tensors
 
 __all__ = ["BatchIndependenceCheck"]
 
-Effects = tuple[list[list[float]], list[float]]  # effects[p][j] of probe p on sample j; own effect per probe
-
 
 class BatchIndependenceCheck(SanityCheck):
     """The output depends on what the task says: output ``i`` on input ``i`` only, not on its slot (the guide
@@ -78,7 +76,7 @@ class BatchIndependenceCheck(SanityCheck):
                     return context.batch_output(model, batch)
                 return step_output(context, model, batch)
 
-            def measure(output: Callable[[Any], Tensor] = output) -> Effects:
+            def measure(output: Callable[[Any], Tensor] = output) -> tuple[list[list[float]], list[float]]:
                 norms = keeping_statistics(model, lambda: seeded(context.seed, output, sample))
                 for norm in norms:  # batch statistics are legitimate: such modules run in eval
                     norm.eval()
@@ -144,7 +142,8 @@ class BatchIndependenceCheck(SanityCheck):
 
 def _perturbation_test(
     context: CheckContext, output: Callable[[Any], Tensor], sample: Any, inputs: Tensor, probes: list[int]
-) -> Effects:
+) -> tuple[list[list[float]], list[float]]:
+    """The effect of a new input in each probe's slot on every sample (``[p][j]``), and each probe's own."""
     with torch.no_grad():
         base = seeded(context.seed, output, sample)
         if base.ndim == 0 or base.shape[0] != len(inputs):
@@ -194,15 +193,14 @@ def _permutation_test(
             a, b, p = (seeded(context.seed + s, output, x).detach() for x, s in passes)
     finally:
         model.train(was_training)
-    verdict = None
-    if a.ndim > 0 and a.shape[0] == count and a.shape == b.shape == p.shape:
-        expected = a[order.to(a.device)]
-        per_sample = (p.double() - expected.double()).abs().nan_to_num().reshape(count, -1).amax(1)
-        details["worst_sample"] = int(per_sample.argmax())
-        noise = float((a.double() - b.double()).abs().nan_to_num().max()) if a.numel() else 0.0
-        verdict = judge_deviation(float(per_sample.max()), noise, float(a.abs().max()), a.dtype)
     details["permutation"] = {"order": order.tolist()}
-    if verdict is not None:
-        fields = ("status", "deviation", "noise", "tolerance")
-        details["permutation"]["output"] = {k: getattr(verdict, k) for k in fields}
+    if a.ndim == 0 or a.shape[0] != count or not a.shape == b.shape == p.shape:
+        return None
+    expected = a[order.to(a.device)]
+    per_sample = (p.double() - expected.double()).abs().nan_to_num().reshape(count, -1).amax(1)
+    details["worst_sample"] = int(per_sample.argmax())
+    noise = float((a.double() - b.double()).abs().nan_to_num().max()) if a.numel() else 0.0
+    verdict = judge_deviation(float(per_sample.max()), noise, float(a.abs().max()), a.dtype)
+    fields = ("status", "deviation", "noise", "tolerance")
+    details["permutation"]["output"] = {k: getattr(verdict, k) for k in fields}
     return verdict

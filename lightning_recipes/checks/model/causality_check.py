@@ -83,7 +83,9 @@ class CausalityCheck(SanityCheck):
         size = batch_size_of(batch, context.input_key) or len(inputs)
         count = min(size, self.num_samples)
         batch, inputs = slice_batch(batch, count, size), inputs[:count].detach()
-        probes = _positions(int(inputs.shape[1]), self.num_positions)
+        last = int(inputs.shape[1]) - 2  # the probed positions: spread evenly over [0, S - 2]
+        spread = {round(i * last / max(self.num_positions - 1, 1)) for i in range(self.num_positions)}
+        probes = sorted(spread) if self.num_positions > 1 else [last // 2]
         model = context.copy_model()
 
         def measure() -> tuple[float, float, Any]:
@@ -196,13 +198,6 @@ def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -
         return True, shifted
     share = matches / total if total else 0.0
     return False, f"targets are the shifted inputs at {share:.0%} of positions"
-
-
-def _positions(seq: int, count: int) -> list[int]:
-    last = seq - 2
-    if count == 1:
-        return [last // 2]
-    return sorted({round(i * last / (count - 1)) for i in range(count)})
 
 
 def _replacement(inputs: Tensor, seed: int) -> Tensor:

@@ -83,13 +83,14 @@ class EvalModeCheck(SanityCheck):
                 initialised = first
                 passes[0] = _observe(context, model, batch, context.seed + 1)  # compared after it
         (out_a, records_a), (out_b, records_b) = passes
-        culprit, first_input = self._localise(records_a, records_b)
+        culprit, before = self._localise(records_a, records_b)
+        gap = (out_a.double() - out_b.double()).abs().nan_to_num() if out_a.shape == out_b.shape else None
         details: dict[str, Any] = {
             "mode_dependent_layers": _mode_dependent_layers(model),
             "changed_state": changed,
             "initialised_state": initialised,
             "outputs_equal": _same(out_a, out_b, self.rtol),
-            "max_difference": _max_difference(out_a, out_b),
+            "max_difference": float("inf") if gap is None else float(gap.max()) if gap.numel() else 0.0,
             "random_module": culprit,
         }
         if changed:
@@ -102,9 +103,8 @@ class EvalModeCheck(SanityCheck):
             return self.verdict("pass", f"no state changed; {why}", details)
         if culprit is not None:
             where = f"`{culprit[0]}` ({culprit[1]})" if culprit[0] else f"its own forward ({culprit[1]})"
-            inner = first_input[0] if first_input else None
-            if inner is not None and (culprit[0] in ("", inner) or inner.startswith(culprit[0] + ".")):
-                where += f", before `{inner}`"
+            if before is not None and (culprit[0] in ("", before) or before.startswith(culprit[0] + ".")):
+                where += f", before `{before}`"
             summary = f"eval() gave different results on two seeds ({details['max_difference']:.2g} apart): "
             action = "Pass training=self.training to F.dropout; guard noise and masking by self.training."
             return self.verdict("fail", f"{summary}random in {where}"[:SUMMARY_LIMIT], details, action)
@@ -116,18 +116,16 @@ class EvalModeCheck(SanityCheck):
             return self.verdict("pass", summary[:SUMMARY_LIMIT], details)
         return self.verdict("pass", f"eval() is deterministic and stateless: {why}", details)
 
-    def _localise(
-        self, records_a: list[Record], records_b: list[Record]
-    ) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
-        """The innermost module that got equal inputs on both passes but gave different outputs."""
-        if [r[0] for r in records_a] != [r[0] for r in records_b]:
+    def _localise(self, a: list[Record], b: list[Record]) -> tuple[tuple[str, str] | None, str | None]:
+        """The innermost module given equal inputs that gave other outputs; the first given other inputs."""
+        if [r[0] for r in a] != [r[0] for r in b]:
             return None, None  # data-dependent control flow: compare the final outputs only
 
         differs = [  # (name, kind, start of its sub-calls, inputs differ, output differs)
             (n, k, start, not _same(ia, ib, self.rtol), not _same(oa, ob, self.rtol))
-            for (n, k, start, ia, oa), (*_, ib, ob) in zip(records_a, records_b, strict=True)
+            for (n, k, start, ia, oa), (*_, ib, ob) in zip(a, b, strict=True)
         ]
-        first_input = next(((n, k) for n, k, _, d_in, _ in differs if d_in), None)
+        first_input = next((n for n, _, _, d_in, _ in differs if d_in), None)
         for i, (name, kind, start, d_in, d_out) in enumerate(differs):
             inner = any(oi or oo for *_, oi, oo in differs[start:i])  # its own sub-calls
             if not d_in and (d_out or inner):
@@ -230,12 +228,6 @@ def _same(a: Tensor | list[Tensor] | None, b: Tensor | list[Tensor] | None, rtol
         return torch.equal(a.nan_to_num(), b.nan_to_num()) if a.is_floating_point() else torch.equal(a, b)
     scale = float(a.abs().nan_to_num().max()) if a.numel() else 0.0  # sync: once per compared tensor
     return bool(torch.allclose(a, b, rtol=0.0, atol=rtol * scale + 1e-6, equal_nan=True))
-
-
-def _max_difference(a: Tensor, b: Tensor) -> float:
-    if a.shape != b.shape:
-        return float("inf")
-    return float((a.double() - b.double()).abs().nan_to_num().max()) if a.numel() else 0.0  # sync: once
 
 
 def _state(model: nn.Module) -> dict[str, Tensor]:

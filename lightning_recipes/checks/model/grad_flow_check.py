@@ -144,8 +144,7 @@ class GradFlowCheck(SanityCheck):
             with_grad = [(name, p.grad) for name, p in trainable if p.grad is not None]
             checks = [torch.stack([g.isfinite().all(), (g != 0).any()]) for _, g in with_grad]
             flags = torch.stack(checks).tolist() if with_grad else []  # sync: once per step
-            if steps == 1:
-                loss_value = float(loss.detach())
+            loss_value = float(loss.detach()) if steps == 1 else loss_value  # sync: the first step only
             seen |= {name for name, _ in with_grad}
             nonzero |= {name for (name, _), (_, moves) in zip(with_grad, flags) if moves}
             nonfinite += [name for (name, _), (finite, _) in zip(with_grad, flags) if not finite]

@@ -69,8 +69,7 @@ def _mask_convention(mask: Tensor, name: int | str) -> tuple[float, str]:
     flags = mask != 0
     mixed = flags.any(1) & ~flags.all(1)
     if bool(mixed.any()):
-        last = flags[mixed, -1].float().mean()
-        pad = 1.0 if float(last) > 0.5 else 0.0
+        pad = 1.0 if float(flags[mixed, -1].float().mean()) > 0.5 else 0.0
         return pad, f"{'True = padding' if pad else '1 = keep, 0 = padding'} (trailing values of padded rows)"
     if bool(flags.all()):
         return 0.0, "1 = keep (all ones: no padding in this batch)"
