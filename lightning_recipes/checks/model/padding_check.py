@@ -224,7 +224,7 @@ class PaddingCheck(SanityCheck):
         }
         first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))  # the noise
 
-        def padded(extra: int) -> dict[str, NoiseVerdict]:
+        def padded(extra: int, padding: Padding) -> dict[str, NoiseVerdict]:
             """The batch as it is now padded by ``extra`` more positions, against its two passes."""
             try:
                 longer = resize_batch(batch, padding, padding.real.shape[1] + extra, fill)
@@ -237,7 +237,7 @@ class PaddingCheck(SanityCheck):
             return _compare(first, second, extended, padding.real)
 
         try:
-            verdicts = padded(self.extra)
+            verdicts = padded(self.extra, padding)
         except _LongerRefused as refused:  # a position limit: make room inside T and pad back to T
             if padding.real.shape[1] <= self.extra:
                 raise CheckInconclusive(str(refused)) from refused
@@ -247,14 +247,14 @@ class PaddingCheck(SanityCheck):
             with perturbed(f"the batch cut to {room} positions"):
                 first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))
             try:
-                verdicts = padded(self.extra)
+                verdicts = padded(self.extra, padding)
             except _LongerRefused as again:
                 raise CheckInconclusive(f"{refused}; cut to {room} positions, again") from again
         # reading padding grows with its amount, float noise hardly: look again with more of it
         if worst(verdicts)[1].status == "inconclusive":
             more = max(self.extra * 4, padding.real.shape[1])
             with contextlib.suppress(_LongerRefused):
-                verdicts = padded(more)
+                verdicts = padded(more, padding)
                 details["extra"] = more
         varied = _other_padded_targets(context, model, batch, padding, target_key, fill, self.extra)
         if varied is not None and worst(verdicts)[1].status != "fail":  # padded targets must not matter
