@@ -89,7 +89,7 @@ class GradFlowCheck(SanityCheck):
             summary = f"non-finite gradients in {len(nonfinite)} parameter(s): {listed(nonfinite)}"
             action = "Look for NaN/Inf in the data, or log/sqrt/division at 0 (autograd.detect_anomaly())."
             return self.verdict("fail", summary, details, action)
-        unread = _unread(context, no_grad) if dead and no_grad else []
+        details["unread"] = unread = _unread(context, no_grad) if dead and no_grad else []
         if dead and sorted(dead) == sorted(unread):  # declared, never read: no path to cut
             summary = f"{len(unread)} of {len(trainable)} trainable parameter(s) are never read by the loss"
             action = "Wire in the module you meant to use, or remove or freeze it (requires_grad_(False))."

@@ -335,7 +335,6 @@ def _observe(context: CheckContext, model: Any, batch: Any, seed: int) -> Observ
 
 
 def _compare(x: Observation, y: Observation, longer: Observation, real: Tensor) -> dict[str, NoiseVerdict]:
-    """The padded pass ``longer`` against the first of two unpadded passes, within their noise."""
     verdicts = {"loss": _judge(x[0], y[0], longer[0])}
     a, b, c = x[1], y[1], longer[1]
     if a is None or b is None or c is None or a.shape != b.shape:
