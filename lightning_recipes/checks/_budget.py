@@ -1,15 +1,6 @@
 """A safety cap per check (:func:`time_budget`), reported as such when it stops a check. It counts the
 checking thread's CPU time, so other busy processes do not cut a check short; a wall-clock backstop at
-:data:`WALL_FACTOR` times the cap stops a check that waits instead of computing.
-
-Example:
-    >>> with time_budget(None):
-    ...     out_of_time()
-    False
-    >>> with time_budget(0.0):
-    ...     out_of_time()
-    True
-"""
+:data:`WALL_FACTOR` times the cap stops a check that waits instead of computing."""
 
 from __future__ import annotations
 
@@ -23,17 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from lightning_recipes._names import DEFAULT_TIME_BUDGET
-
-__all__ = [
-    "DEFAULT_TIME_BUDGET",
-    "BudgetExceeded",
-    "budget_seconds",
-    "hard_limit",
-    "holds_compiled_module",
-    "out_of_time",
-    "time_budget",
-]
+from lightning_recipes._names import DEFAULT_TIME_BUDGET as DEFAULT_TIME_BUDGET
 
 WALL_FACTOR = 4.0  # the wall-clock backstop, in multiples of the CPU-time cap
 
@@ -51,12 +32,7 @@ class BudgetExceeded(BaseException):
 
 
 def hard_limit(seconds: float) -> float:
-    """Seconds after which a check that ignores its ``seconds`` budget is stopped: ``B + max(2, B / 2)``.
-
-    Example:
-        >>> hard_limit(10.0), hard_limit(1.0)
-        (15.0, 3.0)
-    """
+    """Seconds after which a check that ignores its ``seconds`` budget is stopped: ``B + max(2, B / 2)``."""
     return seconds + max(2.0, seconds / 2)
 
 
@@ -88,12 +64,7 @@ def time_budget(seconds: float | None, model: nn.Module | None = None) -> Genera
 
 
 def holds_compiled_module(model: nn.Module) -> bool:
-    """Whether ``model`` or a submodule is compiled (``torch.compile(module)`` or ``module.compile()``).
-
-    Example:
-        >>> holds_compiled_module(nn.Sequential(nn.Linear(2, 2)))
-        False
-    """
+    """Whether ``model`` or a submodule is compiled (``torch.compile(module)`` or ``module.compile()``)."""
     from torch._dynamo.eval_frame import OptimizedModule
 
     return any(

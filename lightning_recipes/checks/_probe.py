@@ -19,22 +19,6 @@ from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import batch_size_of, slice_batch
 from lightning_recipes.harness.forward_capture import step_output, takes_more_than_the_input
 
-__all__ = [
-    "Finding",
-    "entries",
-    "first_of",
-    "first_samples",
-    "held_out_split",
-    "keeping_statistics",
-    "listed",
-    "model_output",
-    "replace_entries",
-    "seed_all",
-    "seeded",
-    "until_it_reacts",
-    "worst",
-]
-
 T = TypeVar("T")
 LOOKS = 3  # at init, then after one and two optimizer steps on the copy
 
@@ -80,12 +64,7 @@ def held_out_split(
 
 
 def entries(batch: Any) -> list[tuple[Any, str, Tensor]]:
-    """``(key, label, tensor)`` for every tensor at the top level of ``batch`` (key ``None``: a tensor batch).
-
-    Example:
-        >>> [(k, label) for k, label, _ in entries({"x": torch.zeros(1), "n": 3})]
-        [('x', "batch['x']")]
-    """
+    """``(key, label, tensor)`` of each top-level tensor of ``batch`` (key ``None``: a tensor batch)."""
     if isinstance(batch, Tensor):
         return [(None, "batch", batch)]
     if isinstance(batch, Mapping):
@@ -96,12 +75,7 @@ def entries(batch: Any) -> list[tuple[Any, str, Tensor]]:
 
 
 def replace_entries(batch: Any, changes: dict[Any, Tensor]) -> Any:
-    """A new batch with the entries ``changes`` names replaced (key ``None``: the batch is that tensor).
-
-    Example:
-        >>> replace_entries((torch.zeros(1), torch.zeros(1)), {1: torch.ones(1)})[1].tolist()
-        [1.0]
-    """
+    """A new batch with the entries ``changes`` names replaced (key ``None``: the batch is that tensor)."""
     if isinstance(batch, Tensor):
         return changes[None]
     if isinstance(batch, Mapping):
@@ -160,12 +134,7 @@ def until_it_reacts(
 
 
 def listed(names: list[str], width: int = 48) -> str:
-    """``names`` for a summary, within about ``width`` characters, with how many more (details hold all).
-
-    Example:
-        >>> listed(["encoder.weight", "encoder.bias", "head.weight"], width=30)
-        'encoder.weight, encoder.bias +1'
-    """
+    """``names`` for a summary, within about ``width`` characters, with how many more (details hold all)."""
     shown: list[str] = []
     for name in names:
         if shown and sum(len(n) + 2 for n in shown) + len(name) > width:
@@ -182,13 +151,7 @@ def worst(verdicts: dict[str, NoiseVerdict]) -> tuple[str, NoiseVerdict]:
 
 def keeping_statistics(model: torch.nn.Module, forward: Callable[[], Any]) -> list[torch.nn.Module]:
     """The training-mode modules that keep batch statistics: BatchNorm, and any whose float buffers one
-    forward changes (the buffers are put back).
-
-    Example:
-        >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
-        >>> [type(m).__name__ for m in keeping_statistics(net, lambda: net(torch.randn(4, 2)))]
-        ['BatchNorm1d']
-    """
+    forward changes (the buffers are put back)."""
     norms: list[torch.nn.Module] = [m for m in model.modules() if isinstance(m, _BatchNorm) and m.training]
     owned = [
         (m, name, b.detach().clone())

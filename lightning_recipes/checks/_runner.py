@@ -22,15 +22,6 @@ from lightning_recipes.harness.isolation import cpu_threads
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = [
-    "RunnableCheck",
-    "enforce",
-    "log_results",
-    "progress_line",
-    "run_checks",
-    "run_in_trainer",
-    "unsupported_strategy",
-]
 
 #: Seconds kept back for each check still to run when a check's budget is cut to fit the total.
 RESERVE_PER_CHECK = 0.5
@@ -88,14 +79,7 @@ def run_checks(
 def progress_line(
     index: int, total: int, name: str, budget: float | None, result: CheckResult | None = None
 ) -> str:
-    """The line logged (DEBUG) as check ``index`` (0-based) of ``total`` starts (``result=None``) or ends.
-
-    Example:
-        >>> progress_line(4, 6, "overfit_batch", 8.0)
-        'preflight [5/6] overfit_batch: running (budget 8 s)'
-        >>> progress_line(4, 6, "overfit_batch", 8.0, CheckResult("overfit_batch", "pass", "", seconds=2.34))
-        'preflight [5/6] overfit_batch: PASS in 2.3 s'
-    """
+    """The line logged (DEBUG) as check ``index`` (0-based) of ``total`` starts (``result=None``) or ends."""
     head = f"preflight [{index + 1}/{total}] {name}:"
     if result is None:
         return f"{head} running ({'no budget' if budget is None else f'budget {budget:g} s'})"

@@ -303,14 +303,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`])")
 
 
 def first_sentence(message: str) -> str:
-    """The message up to its first sentence end (a ``.``, ``!`` or ``?`` before a capital), on one line.
-
-    Example:
-        >>> first_sentence("loss 2.30 at init. Target values: every one moves the loss.")
-        'loss 2.30 at init.'
-        >>> first_sentence("0.2% expected by chance; e.g. 3 of 359")
-        '0.2% expected by chance; e.g. 3 of 359'
-    """
+    """The message up to its first sentence end (a ``.``, ``!`` or ``?`` before a capital), on one line."""
     return _SENTENCE_END.split(" ".join(message.split()), maxsplit=1)[0]
 
 

@@ -53,17 +53,7 @@ def lr_curves(
     configs: list[SchedulerConfig], total: int, batches_per_epoch: int | None, accumulate: int = 1
 ) -> LRCurves:
     """Step ``configs`` (copies) over ``total`` optimizer steps as Lightning's fit loop does, recording every
-    group's LR before each step; a scheduler that raises ends the curve there, with the error.
-
-    Example:
-        >>> import torch
-        >>> from lightning_recipes.harness.schedulers import SchedulerConfig
-        >>> optimizer = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=1.0)
-        >>> step = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
-        >>> curves = lr_curves([SchedulerConfig(step, "epoch")], total=6, batches_per_epoch=1)
-        >>> curves.values[:, 0].tolist()
-        [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
-    """
+    group's LR before each step; a scheduler that raises ends the curve there, with the error."""
     optimizers = list({id(c.optimizer): c.optimizer for c in configs if c.optimizer is not None}.values())
     groups = [group for optimizer in optimizers for group in optimizer.param_groups]
     labels = [
@@ -120,19 +110,7 @@ def judge_curve(
 ) -> CurveFinding | None:
     """The first broken rule (``never_warms_up``, ``collapse``, ``grows``: the guide states them) of one
     group's LR ``curve`` over a planned run of ``total`` steps, judged on what a shorter curve shows;
-    ``None``: sane.
-
-    Example:
-        >>> import torch
-        >>> decayed = 0.5 ** torch.arange(100.0)  # halves every step
-        >>> judge_curve(decayed, 1.0, 100, collapse=1e-3, low=1e-2, growth=10).rule
-        'collapse'
-        >>> judge_curve(torch.ones(100), 1.0, 100, collapse=1e-3, low=1e-2, growth=10) is None
-        True
-        >>> warm_then_flat = torch.linspace(1e-4, 1.0, 100).clamp(max=0.5) * 2  # from 2e-4 x base
-        >>> judge_curve(warm_then_flat, 1.0, 100, collapse=1e-3, low=1e-2, growth=1000) is None
-        True
-    """
+    ``None``: sane."""
     n = len(curve)
     if n == 0 or base <= 0:
         return None
