@@ -39,8 +39,7 @@ PLATEAU_STEPS, PLATEAU_MOVE = 100, 0.2
 
 @dataclass
 class LRCurves:
-    """The LR of each param group at each optimizer step simulated (``values[step, group]``), the groups' base
-    LRs and labels, the error a scheduler raised (and at which step)."""
+    """``values[step, group]``: each group's LR per simulated step; bases, labels, a scheduler's error."""
 
     values: Tensor
     bases: list[float]
@@ -265,18 +264,8 @@ class ScheduleCheck(SanityCheck):
         if total is None:
             total, source = _own_length(stepped, run.steps_per_epoch)
         early = _collapses_at_any_length(stepped, run, self.collapse, self.low) if total is None else None
-        if early is not None and early.get("rule") == "idle_first_epoch":
-            summary = (
-                f"{names}: the LR of {early['group']} is 0 through all of epoch 0 ({early['steps']} steps)"
-            )
-            action = 'A warm-up sized in steps needs "interval": "step" (stepped per epoch it starts at 0).'
-            return self.verdict("warn", summary[:SUMMARY_LIMIT], {"schedulers": names, **early}, action)
         if early is not None:
-            summary = (
-                f"{names}: the LR {early['measured']} and stays there for any run of 2 to "
-                f"{early['horizon_epochs']} epochs"
-            )
-            action = f"{_FIXES['collapse']} {_ASK_LENGTH}"
+            summary, action = f"{names}: the LR {early.pop('summary')}", early.pop("action")
             return self.verdict("warn", summary[:SUMMARY_LIMIT], {"schedulers": names, **early}, action)
         if total is None:
             summary = "the run's length is unknown and no scheduler states one"
@@ -294,10 +283,8 @@ class ScheduleCheck(SanityCheck):
             "trial": observed,
             "plateau": plateau,
             "total_steps": total,
-            "simulated_steps": len(curves.values),
             "length_source": source,
             "schedulers": [_described(c) for c in stepped],
-            "not_simulated": len(configs) - len(stepped),
             "deterministic": True,
             "groups": {
                 label: _summary(curves.values[:, i], base)
@@ -349,6 +336,7 @@ def _unfinished_rise(
     ]
 
 
+_IDLE = 'A warm-up sized in steps needs "interval": "step" (stepped per epoch it starts at 0).'
 _PER_STEP = 'Register a scheduler sized in optimizer steps with "interval": "step" (a dict), not per epoch.'
 #: What each scheduler states as its own length (in its own steps).
 _STATED_LENGTH = {OneCycleLR: "total_steps", CosineAnnealingLR: "T_max", PolynomialLR: "total_iters"}
@@ -394,12 +382,10 @@ def _sized_in_steps(context: CheckContext, run: RunLength, where: str) -> dict[s
             return {
                 "summary": f"{name}({attribute}={length}) is sized in optimizer steps ({total} {where}) but "
                 f"stepped per epoch: {taken} of its {length} steps",
-                "scheduler": _described(config),
                 "stated_length": length,
                 "stated_length_for_twice_the_steps": stated_twice[1],
                 "run_steps": total,
                 "scheduler_steps_in_run": taken,
-                "run": run.source,
             }
     return None
 
@@ -552,10 +538,8 @@ def _configure(model: Any, stand_in: Any) -> tuple[Any, str, str]:
 
 
 def _summary(curve: Tensor, base: float) -> dict[str, Any]:
-    every = max(1, len(curve) // 50)
-    first, peak, lowest, last = float(curve[0]), float(curve.max()), float(curve.min()), float(curve[-1])
-    ends = {"first": first, "peak": peak, "lowest": lowest, "last": last}
-    return {"base": base, **ends, "curve_every": every, "curve": [float(v) for v in curve[::every]]}
+    ends = {"first": float(curve[0]), "peak": float(curve.max()), "last": float(curve[-1])}
+    return {"base": base, **ends, "curve": [float(v) for v in curve[:: max(1, len(curve) // 50)]]}
 
 
 def _described(config: SchedulerConfig) -> str:
@@ -565,9 +549,8 @@ def _described(config: SchedulerConfig) -> str:
 def _collapses_at_any_length(
     configs: list[SchedulerConfig], run: RunLength, collapse: float, low: float
 ) -> dict[str, Any] | None:
-    """Run length unknown: a group whose LR is exactly 0 through all of epoch 0 (it cannot learn in it at any
-    run length: ``rule`` ``"idle_first_epoch"``), or collapses in epoch 0 for 2 and ``horizon`` epochs
-    alike."""
+    """Run length unknown: a group whose LR is 0 through all of epoch 0 (``"idle_first_epoch"``), or collapses
+    in epoch 0 for 2 and ``horizon`` epochs alike."""
     per_epoch = run.steps_per_epoch
     if not per_epoch:
         return None
@@ -579,16 +562,20 @@ def _collapses_at_any_length(
     for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True)):
         curve = curves.values[:, column]
         if base > 0 and float(curve[:per_epoch].abs().max()) == 0.0:
-            return {"rule": "idle_first_epoch", "group": label, "steps": per_epoch}
+            summary = f"of {label} is 0 through all of epoch 0 ({per_epoch} steps)"
+            idle = {"rule": "idle_first_epoch", "group": label, "steps": per_epoch}
+            return {**idle, "summary": summary, "action": _IDLE}
         found = [judge_curve(curve[:n], base, n, **rules) for n in (shortest, horizon)]
         below = torch.nonzero(curve < collapse * base).flatten()
         if all(f is not None and f.rule == "collapse" for f in found) and len(below) and below[0] < per_epoch:
+            measured = f"falls below {collapse:g} x base at step {int(below[0])} of epoch 0"
             return {
                 "group": label,
-                "measured": f"falls below {collapse:g} x base at step {int(below[0])} of epoch 0",
+                "measured": measured,
+                "summary": f"{measured} and stays there for any run of 2 to {horizon // per_epoch} epochs",
+                "action": f"{_FIXES['collapse']} {_ASK_LENGTH}",
                 "collapse_step": int(below[0]),
                 "steps_per_epoch": per_epoch,
-                "shortest_epochs": 2,
                 "horizon_epochs": horizon // per_epoch,
             }
     return None
