@@ -18,11 +18,9 @@ from lightning_recipes._names import DEFAULT_TIME_BUDGET as DEFAULT_TIME_BUDGET
 
 WALL_FACTOR = 4.0  # the wall-clock backstop, in multiples of the CPU-time cap
 
-_DEADLINE: ContextVar[float | None] = ContextVar("lightning_recipes_check_deadline", default=None)
-_HARD_DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar(
-    "lightning_recipes_check_hard", default=None
-)
-_BUDGET: ContextVar[float | None] = ContextVar("lightning_recipes_check_budget", default=None)
+#: The innermost budget: (CPU-time deadline, (CPU-time, wall-clock) hard deadlines, seconds), or ``None``s.
+_Open = tuple[float | None, tuple[float, float] | None, float | None]
+_OPEN: ContextVar[_Open] = ContextVar("lightning_recipes_check_budget", default=(None, None, None))
 _HOOK_LOCK = threading.Lock()
 _HOOK: dict[str, Any] = {"users": 0, "handle": None}  # the global pre-hook, shared by every open budget
 
@@ -50,13 +48,11 @@ def time_budget(seconds: float | None, model: nn.Module | None = None) -> Genera
         handles = [m.register_forward_pre_hook(_stop_when_past_hard_deadline) for m in model.modules()]
     elif hard is not None:
         _hook_users(+1)
-    tokens = (_DEADLINE.set(deadline), _HARD_DEADLINE.set(hard), _BUDGET.set(seconds))
+    token = _OPEN.set((deadline, hard, seconds))
     try:
         yield
     finally:
-        _DEADLINE.reset(tokens[0])
-        _HARD_DEADLINE.reset(tokens[1])
-        _BUDGET.reset(tokens[2])
+        _OPEN.reset(token)
         for handle in handles:
             handle.remove()
         if hard is not None and not local:
@@ -75,23 +71,22 @@ def holds_compiled_module(model: nn.Module) -> bool:
 
 def out_of_time() -> bool:
     """Whether the innermost budget is spent."""
-    deadline = _DEADLINE.get()
+    deadline = _OPEN.get()[0]
     return deadline is not None and time.thread_time() >= deadline
 
 
 def budget_seconds() -> float | None:
     """The innermost budget's length in seconds (for messages), or ``None``."""
-    return _BUDGET.get()
+    return _OPEN.get()[2]
 
 
 def _stop_when_past_hard_deadline(module: nn.Module, args: Any) -> None:
     if torch.compiler.is_compiling():  # traced into a compiled graph: a no-op there, not a graph break
         return
-    hard = _HARD_DEADLINE.get()
+    _, hard, seconds = _OPEN.get()
     if hard is not None and (time.thread_time() > hard[0] or time.perf_counter() > hard[1]):
-        raise BudgetExceeded(
-            f"past the hard limit of its {_BUDGET.get()} s time budget (in {type(module).__name__}.forward)"
-        )
+        where = f"in {type(module).__name__}.forward"
+        raise BudgetExceeded(f"past the hard limit of its {seconds} s time budget ({where})")
 
 
 def _hook_users(change: int) -> None:

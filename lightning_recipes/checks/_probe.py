@@ -25,8 +25,7 @@ LOOKS = 3  # at init, then after one and two optimizer steps on the copy
 
 @dataclass(frozen=True)
 class Finding:
-    """One part of a check's verdict: ``status`` (``"n/a"`` when the part does not apply), one sentence with
-    the numbers, the evidence, one action."""
+    """One part of a check's verdict: ``status`` (``"n/a"``: does not apply), summary, evidence, action."""
 
     status: str
     summary: str
@@ -49,10 +48,8 @@ def first_samples(context: CheckContext, count: int) -> tuple[Any, Tensor | None
 def held_out_split(
     context: CheckContext, num_batches: int, num_eval_batches: int, num_samples: int | None
 ) -> tuple[list[Any], list[Any], bool]:
-    """Training and held-out batches: the validation loader's (then ``True``), else the last training ones.
-
-    Raises:
-        CheckSkipped: If there is no validation loader and fewer than 2 training batches."""
+    """Training and held-out batches: the validation loader's (then ``True``), else the last training ones;
+    :class:`CheckSkipped` without a validation loader and 2 training batches."""
     held_out = context.val_batches(num_eval_batches)
     if held_out:
         return context.read_train_batches(num_batches, num_samples), held_out, True
@@ -119,8 +116,8 @@ def until_it_reacts(
     measure: Callable[[], T],
     reacts: Callable[[T], bool],
 ) -> tuple[T, int]:
-    """``measure()`` at init and, while ``reacts`` says the output ignores its inputs (a zero-initialised
-    head), after one and two optimizer steps of the copy on ``batch``; the last measurement and the steps."""
+    """``measure()`` at init and, while not ``reacts`` (a zero-initialised head), after one and two optimizer
+    steps of the copy on ``batch``; the last measurement and the steps."""
     optimizers, steps, found = None, 0, measure()
     while not reacts(found) and steps < LOOKS - 1 and model.automatic_optimization:
         was_training = model.training

@@ -10,6 +10,7 @@ from lightning_recipes.checks._num_classes import infer_num_classes
 from lightning_recipes.checks._options import PreflightOptions, check_time_budget
 from lightning_recipes.checks._probe import entries, keeping_statistics, listed, replace_entries
 from lightning_recipes.checks._runner import progress_line
+from lightning_recipes.checks.base import error_result
 from lightning_recipes.checks.report import CheckResult, first_sentence
 
 
@@ -74,3 +75,11 @@ def test_first_sentence() -> None:
     assert (
         first_sentence("0.2% expected by chance; e.g. 3 of 359") == "0.2% expected by chance; e.g. 3 of 359"
     )
+
+
+def test_error_result_names_the_error() -> None:
+    try:
+        [][1]
+    except IndexError as err:
+        result = error_result("data", err)
+    assert (result.status, result.details["error"]) == ("error", "IndexError: list index out of range")

@@ -81,11 +81,9 @@ class OptimizationCheck(SanityCheck):
         per_optimizer = [sum(s.optimizer == i for s in fit.steps) for i in range(len(fit.optimizers))]
         details: dict[str, Any] = {
             "optimization": "automatic" if fit.automatic else "manual",
-            "optimizers": fit.optimizers,
             "batches": len(fit.train_losses),
             "steps": len(fit.steps),
             "steps_per_optimizer": per_optimizer,
-            "received_grad": len(fit.received_grad),
             "seconds_trial": round(fit.seconds, 3),  # one trial fit, shared with validation_path
             "max_residual": max((r for _, r in kinds if math.isfinite(r)), default=0.0),
             "no_backward_steps": [s.batch for s in fit.steps if s.backwards == 0],
@@ -94,7 +92,6 @@ class OptimizationCheck(SanityCheck):
             "scaled_steps": sum(1 for kind, _ in kinds if kind in ("scaled", "last_only")),
             "last_backward_only_steps": [{"batch": s.batch, "backwards": s.backwards} for s in last_only],
             "not_in_optimizer": fit.not_in_optimizer,
-            "never_changed": fit.never_changed,
         }
         details["never_stepped"] = idle = _never_stepped(context, per_optimizer, set(fit.received_grad))
         if not fit.steps and not fit.received_grad:
@@ -104,8 +101,7 @@ class OptimizationCheck(SanityCheck):
         problems = [  # (broken, summary, action), the most basic first
             (
                 not fit.steps,
-                f"{len(fit.received_grad)} parameter(s) got gradients in {len(fit.train_losses)} batches, "
-                "but no optimizer.step() ran",
+                f"{where}: {len(fit.received_grad)} parameter(s) got gradients, but no optimizer.step() ran",
                 "Return an optimizer from configure_optimizers; in manual optimisation call opt.step().",
             ),
             (
@@ -121,14 +117,12 @@ class OptimizationCheck(SanityCheck):
             ),
             (
                 details["cleared_steps"],
-                f"{where}: at {len(details['cleared_steps'])} step(s) the gradients were zeroed between the "
-                "backward and the step",
+                f"{where}: {len(details['cleared_steps'])} zeroed the gradients between backward and step",
                 "Call opt.zero_grad() before self.manual_backward(loss), not between it and opt.step().",
             ),
             (
                 last_only,
-                f"{where}: {len(last_only)} used only the last of their {window} backward passes' gradients: "
-                "cleared in the window",
+                f"{where}: {len(last_only)} used only the last of their {window} backward passes' gradients",
                 "Call opt.zero_grad() after opt.step() (once per window), not before every backward.",
             ),
             (
@@ -136,8 +130,7 @@ class OptimizationCheck(SanityCheck):
                 f"{where}: optimizer {idle[0]['optimizer'] if idle else ''} never stepped; "
                 f"{idle[0]['with_grad'] if idle else 0} params with gradients: "
                 f"{listed(idle[0]['params'], width=30) if idle else ''}",
-                "Call step() on every optimizer whose parameters get gradients, or freeze them "
-                "(requires_grad=False).",
+                "Step every optimizer whose parameters get gradients, or freeze them (requires_grad=False).",
             ),
             (
                 fit.not_in_optimizer,

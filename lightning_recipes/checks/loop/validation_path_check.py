@@ -87,9 +87,6 @@ class ValidationPathCheck(SanityCheck):
             )
         losses = [v for v in fit.train_losses if math.isfinite(v)]
         details: dict[str, Any] = {
-            "source": view.source,
-            "val_before": view.before,
-            "val_after": view.after,
             "batches": len(fit.train_losses),
             "samples": fit.samples,
             "seconds_trial": round(fit.seconds, 3),
@@ -106,7 +103,7 @@ class ValidationPathCheck(SanityCheck):
         share = val_drop / train_drop if train_drop else 0.0
         details.update(train_first=first, train_last=last, train_noise=sigma, train_drop=train_drop)
         details.update(val_drop=val_drop, share=share, min_share=self.min_share)
-        details.update({k: v for k, v in vars(view).items() if k not in ("before", "after", "source")})
+        details.update(vars(view))
         if train_drop < needed:
             raise CheckInconclusive(
                 f"the copy did not fit the batch in {len(losses)} steps (loss {first:.3g} -> {last:.3g}, "
