@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.modules.module import register_module_forward_pre_hook
 
 from lightning_recipes._names import DEFAULT_TIME_BUDGET as DEFAULT_TIME_BUDGET
 
@@ -94,9 +95,7 @@ def _hook_users(change: int) -> None:
     with _HOOK_LOCK:
         _HOOK["users"] += change
         if _HOOK["users"] > 0 and _HOOK["handle"] is None:
-            _HOOK["handle"] = nn.modules.module.register_module_forward_pre_hook(
-                _stop_when_past_hard_deadline
-            )
+            _HOOK["handle"] = register_module_forward_pre_hook(_stop_when_past_hard_deadline)
         elif _HOOK["users"] == 0 and _HOOK["handle"] is not None:
             _HOOK["handle"].remove()
             _HOOK["handle"] = None

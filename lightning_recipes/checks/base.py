@@ -56,9 +56,8 @@ def error_result(name: str, err: BaseException) -> CheckResult:
             "If your code raised it, pass `input_key`/`target_key` or leave this check out; else report it."
         )
     summary = f"the check raised {type(err).__name__} and says nothing about the model"
-    return CheckResult(
-        name, "error", summary, {"error": f"{type(err).__name__}: {err}", "where": where}, action=action
-    )
+    details = {"error": f"{type(err).__name__}: {err}", "where": where}
+    return CheckResult(name, "error", summary, details, action=action)
 
 
 def _user_frame(err: BaseException, check: type) -> str | None:

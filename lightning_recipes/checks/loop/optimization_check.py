@@ -149,9 +149,7 @@ class OptimizationCheck(SanityCheck):
             if broken:
                 return self.verdict("fail", summary, details, action=action)
         if not fit.lr_positive:
-            raise CheckInconclusive(
-                f"{where}: every step ran with lr 0, so whether steps move weights is unknown"
-            )
+            raise CheckInconclusive(f"{where}: every step ran with lr 0, so no weight could move")
         summary = f"{where}: each used exactly its own backward passes' gradients and moved the weights"
         return self.verdict("pass", summary, details)
 

@@ -216,9 +216,7 @@ class ScheduleCheck(SanityCheck):
             summary = f"`configure_optimizers` fails on a copy without a Trainer ({error.split(':')[0]})"
             return self.verdict("inconclusive", summary, {"error": error}, action=_ASK_LENGTH)
         if error:
-            raise RuntimeError(
-                f"`configure_optimizers` raised on a copy for the planned run ({run.source}): {error}"
-            )
+            raise RuntimeError(f"`configure_optimizers` raised on a copy ({run.source}): {error}")
         configs = schedulers_from_config(config)
         if not configs and stand_in_error:
             raise CheckInconclusive(
@@ -302,9 +300,7 @@ class ScheduleCheck(SanityCheck):
             summary = f"{names}: the LR {finding.message} ({finding.rule})"[:SUMMARY_LIMIT]
             return self.verdict("fail", summary, details, action=_FIXES[finding.rule])
         if len(curves.values) < total:
-            raise CheckInconclusive(
-                f"the run's {total} steps exceed the {len(curves.values)} simulated; none broke a rule"
-            )
+            raise CheckInconclusive(f"the {len(curves.values)} steps simulated of {total} broke no rule")
         first = details["groups"][curves.labels[0]]
         lr = f"LR {first['first']:.3g} -> {first['last']:.3g}, peak {first['peak']:.3g}"
         summary = f"{names} over {total} steps: {lr}: no collapse, endless warm-up or growth"
@@ -503,7 +499,6 @@ def plateau_directions(context: CheckContext, config: Any) -> list[dict[str, Any
     for scheduler, monitor in monitors:
         a, b = before.get(monitor), after.get(monitor)
         entry: dict[str, Any] = {"monitor": monitor, "mode": scheduler.mode, "before": a, "after": b}
-        entry["loss"] = (loss_before, loss_after)
         if a is None or b is None:
             entry.update(agrees=None, why=f"{monitor!r} is not logged on a copy's step")
         elif not learned:
