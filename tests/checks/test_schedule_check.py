@@ -533,14 +533,11 @@ def test_a_manual_warmup_that_moves_or_is_declared_per_epoch_is_not_judged(model
     assert result.status == "skip", result.message
 
 
-def test_lr_curves_steps_an_epoch_scheduler_per_epoch() -> None:
+def test_lr_curves_and_judge_curve() -> None:
     optimizer = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=1.0)
     step = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
     curves = lr_curves([SchedulerConfig(step, "epoch")], total=6, batches_per_epoch=1)
     assert curves.values[:, 0].tolist() == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
-
-
-def test_judge_curve_examples() -> None:
     decayed = 0.5 ** torch.arange(100.0)  # halves every step
     found = judge_curve(decayed, 1.0, 100, collapse=1e-3, low=1e-2, growth=10)
     assert found is not None and found.rule == "collapse"
