@@ -14,7 +14,7 @@ from lightning_recipes._stats import difference_noise
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._probe import first_samples, keeping_statistics, listed
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
-from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
+from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped, Status
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.trial_fit import trial_fit
 
@@ -118,7 +118,7 @@ class ValidationPathCheck(SanityCheck):
                 return self.verdict("pass", f"{saw} ({share:.0%}): validation sees the fit", details)
             details["gap_after"] = gap = view.after - last
             far = gap > self.min_share * train_drop + 3 * sigma or (view.input_difference or 0) >= INPUT_FAIL
-            status = "fail" if far else "warn"
+            status: Status = "fail" if far else "warn"
             return self.verdict(status, f"{saw}, but {inputs}", details, action=same_preprocessing)
         lags = f"{saw} ({share:.0%} of the fall)"
         if view.stale:
