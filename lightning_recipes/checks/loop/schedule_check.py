@@ -107,9 +107,8 @@ class CurveFinding:
 def judge_curve(
     curve: Tensor, base: float, total: int, *, collapse: float, low: float, growth: float
 ) -> CurveFinding | None:
-    """The first broken rule (``never_warms_up``, ``collapse``, ``grows``: the guide states them) of one
-    group's LR ``curve`` over a planned run of ``total`` steps, judged on what a shorter curve shows;
-    ``None``: sane."""
+    """The first rule (``never_warms_up``, ``collapse``, ``grows``; see the guide) one group's LR ``curve``
+    breaks over a planned run of ``total`` steps, judged on what a shorter curve shows; ``None``: sane."""
     n = len(curve)
     if n == 0 or base <= 0:
         return None
