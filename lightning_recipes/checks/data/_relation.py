@@ -12,13 +12,12 @@ from torch.nn import functional as F
 
 from lightning_recipes._stats import Z, dependence_factor, significantly_above, standard_error
 
-__all__ = ["FAIL_GAP", "WARN_GAP", "Relation", "features", "lookup_scores", "neighbours_alike", "relations"]
-
 FAIL_GAP, WARN_GAP = 0.25, 0.15  # score lost from the own split to the other split
 FAIL_SHARE = 0.35  # ... or this share of the own split's score
 DEPENDENCE_Z = 4.0  # widen a score's error for dependent rows (one question per feature and block width)
 Z_FLOOR = 5.0  # standard errors of the gap, at least (one feature: sqrt(2 ln D) + 3 over D features)
 _K, _REPEATS, _BINS, _SIDE, _MAX_SAMPLES = 5, 10, 32, 16, 2048
+Split = tuple[Tensor, Tensor, dict[str, Tensor]]  # one split's inputs, targets and per-sample tensors
 
 
 @dataclass(frozen=True)
@@ -44,12 +43,7 @@ class Relation:
 
     @property
     def level(self) -> str:
-        """``"fail"``, ``"warn"`` or ``"pass"``.
-
-        Example:
-            >>> Relation("nearest neighbours", "val", 0.93, 0.10, 0.02, 5.0).level
-            'fail'
-        """
+        """``"fail"``, ``"warn"`` or ``"pass"``."""
         if self.z < self.needed_z:
             return "pass"
         if self.gap >= FAIL_GAP or (self.gap >= WARN_GAP and self.gap >= FAIL_SHARE * self.own):
@@ -64,12 +58,7 @@ class Relation:
 
 
 def features(x: Tensor) -> Tensor:
-    """Samples ``[N, ...]`` as float rows ``[N, D]``; images larger than 16x16 average-pooled to 16x16.
-
-    Example:
-        >>> features(torch.zeros(2, 3, 32, 32)).shape
-        torch.Size([2, 768])
-    """
+    """Samples ``[N, ...]`` as float rows ``[N, D]``; images larger than 16x16 average-pooled to 16x16."""
     x = x.detach().float().cpu()
     if x.ndim >= 3 and (x.shape[-1] > _SIDE or x.shape[-2] > _SIDE):
         lead = x.shape[:-2]
@@ -90,13 +79,7 @@ def _scores(predicted: Tensor, y: Tensor, classes: int, variance: float) -> Tens
 
 
 def lookup_scores(fit: Tensor, y_fit: Tensor, held: Tensor, y_held: Tensor, classes: int) -> Tensor:
-    """Per feature of ``fit`` ``[N, D]``, a lookup table of ``y_fit`` scored on ``held``: ``[D, M]`` scores.
-
-    Example:
-        >>> x = torch.tensor([[0.0, 5.0], [0.0, 5.0], [1.0, 5.0], [1.0, 6.0]])  # column 0 is the label
-        >>> lookup_scores(x, torch.tensor([0, 0, 1, 1]), x, torch.tensor([0, 0, 1, 1]), 2).mean(1).tolist()
-        [1.0, 0.75]
-    """
+    """Per feature of ``fit`` ``[N, D]``, a lookup table of ``y_fit`` scored on ``held``: ``[D, M]``."""
     ordered = fit.sort(0).values
     new = torch.ones_like(ordered, dtype=torch.bool)
     new[1:] = ordered[1:] != ordered[:-1]
@@ -155,19 +138,11 @@ def _standardised(fit: Tensor, other: Tensor, pooled: bool) -> tuple[Tensor, Ten
     return (fit - mean) / std, (other - mean) / std
 
 
-def relations(
-    x: dict[str, Tensor],
-    y: dict[str, Tensor],
-    groups: dict[str, dict[str, Tensor]],
-    classes: int,
-    aligned: bool,
-) -> list[Relation]:
-    """Every rule in both directions, on the ``"train"`` and ``"val"`` inputs ``x`` and targets ``y``."""
+def relations(train: Split, val: Split, classes: int, aligned: bool) -> list[Relation]:
+    """Every rule in both directions, fitted on one split's inputs and targets and scored on the other's."""
     found: list[Relation] = []
-    n = {s: min(len(y[s]), _MAX_SAMPLES) for s in y}
-    for fitted, other in (("train", "val"), ("val", "train")):
-        xf, yf = x[fitted][: n[fitted]], y[fitted][: n[fitted]]
-        xo, yo = x[other][: n[other]], y[other][: n[other]]
+    for fitted, (xf, yf, groups), (xo, yo, other) in (("train", train, val), ("val", val, train)):
+        xf, yf, xo, yo = xf[:_MAX_SAMPLES], yf[:_MAX_SAMPLES], xo[:_MAX_SAMPLES], yo[:_MAX_SAMPLES]
         ordered = neighbours_alike(features(xf))
         held = torch.arange(len(yf)) >= (len(yf) + 1) // 2 if ordered else torch.arange(len(yf)) % 2 == 1
         if aligned:
@@ -190,20 +165,13 @@ def relations(
             found.append(
                 Relation("nearest neighbours", fitted, *_compare(own, yf, scored, yo[near], classes), Z_FLOOR)
             )
-        found += _one_feature(groups[fitted], yf, groups[other], yo, classes, fitted, held, lone)
+        found += _one_feature(groups, yf, other, yo, classes, fitted, held, lone)
     return found
 
 
 def neighbours_alike(rows: Tensor, z: float = Z) -> bool:
     """Whether rows next to each other in order are closer than rows half the set apart, beyond chance at
-    ``z`` standard errors (a trajectory): a held-out half must then not interleave with its fitted half.
-
-    Example:
-        >>> g = torch.Generator().manual_seed(0)
-        >>> walk = torch.randn(200, 3, generator=g).cumsum(0)
-        >>> neighbours_alike(walk), neighbours_alike(walk[torch.randperm(200, generator=g)])
-        (True, False)
-    """
+    ``z`` standard errors (a trajectory): a held-out half must then not interleave with its fitted half."""
     half = len(rows) // 2
     if half < 20:
         return False

@@ -86,7 +86,7 @@ class TargetLeakageCheck(SanityCheck):
         check_in_range("max_correlation", max_correlation, 0, 1, low_open=True)
         if num_bins is not None:
             warn_deprecated(
-                "TargetLeakageCheck(num_bins=) is deprecated and ignored: the lookup tables use 32 bins."
+                "TargetLeakageCheck(num_bins=) is deprecated and ignored: the tables use 32 bins."
             )
         check_int("train_steps", train_steps, minimum=0)
         check_in_range("too_good_fraction", too_good_fraction, 0, 1, low_open=True)
@@ -96,7 +96,6 @@ class TargetLeakageCheck(SanityCheck):
         self.num_samples = num_samples
         self.max_accuracy = max_accuracy
         self.max_correlation = max_correlation
-        self.num_bins = num_bins
         self.train_steps = train_steps
         self.too_good_fraction = too_good_fraction
         self.target_as_input = target_as_input
