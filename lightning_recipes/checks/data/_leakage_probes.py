@@ -150,14 +150,11 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
         reason = f"{label} is read by the model, by no loss as a target: an input (else `target_key`)"
         return Probe(reason, evidence={**evidence, "target_guessed": True}), uses
     where = f" at position {leaking[0]}" if sequence else ""
-    leak = Probe(
-        leak=True,
-        summary=f"the output{where} moves by {max(moved):.3g} when only the target ({label}) changes",
-        action="Pass the target only to the loss (a decoder gets it shifted right); a margin head that "
-        "reads the label by design: target_as_input=False.",
-        evidence={**evidence, "leaking_starts": leaking},
-    )
-    return leak, uses
+    summary = f"the output{where} moves by {max(moved):.3g} when only the target ({label}) changes"
+    fix = "Pass the target only to the loss (decoders: shifted right); if meant: target_as_input=False."
+    return Probe(
+        leak=True, summary=summary, action=fix, evidence={**evidence, "leaking_starts": leaking}
+    ), uses
 
 
 def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
@@ -200,13 +197,12 @@ def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
         )
     where = {"same": "at the same position", "back1": "one back", "back2": "two back"}.get(worst, "")
     learns = f"to copy the input token {where}" if where else "the token two ahead, not the next"
+    once = "Shift the targets once: in the dataset or in the loss, not in both."
+    fix = "Shift the LM targets: logits[:, :-1] vs labels[:, 1:] (or the tokens)." if where else once
     return Probe(
         leak=True,
         summary=f"{by_shift[worst]:.0%} of {trained} trained positions learn {learns}",
-        action="Shift the LM targets: inputs = tokens[:, :-1], targets = tokens[:, 1:] (or logits[:, :-1] vs "
-        "labels[:, 1:])."
-        if where
-        else "Shift the targets once: the loss shifts targets the dataset already shifted (or vice versa).",
+        action=fix,
         evidence={**evidence, "leak_shift": worst, "measured": by_shift[worst]},
     )
 
@@ -334,8 +330,7 @@ def probe_single_feature(
     return Probe(
         leak=True,
         summary=f"{name} {what}: the label is in the input",
-        action=f"Remove {name} from what the model reads; check how each sample is built (a column joined "
-        "from the label, a pixel or token written from it).",
+        action=f"Remove {name} from what the model reads; check how each sample is built from the label.",
         evidence=evidence,
     )
 
@@ -427,7 +422,6 @@ def probe_too_good(
         leak=True,
         summary=f"held-out loss {loss:.3g} after only {step} steps: {ratio:.3f} x ln {classes} "
         f"(too good below {fraction:g})",
-        action="Find the features that give the label away (train on a few at a time), run split_overlap; an "
-        "easy task: train_steps=0.",
+        action="Find the features giving the label away; run split_overlap; for an easy task: train_steps=0.",
         evidence=evidence,
     )

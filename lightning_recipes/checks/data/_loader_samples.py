@@ -23,11 +23,6 @@ class ServedIndices:
     batches: int
     complete: bool
 
-    @property
-    def repeats(self) -> bool:
-        """Whether an index is served more than once (a sampler that draws with replacement)."""
-        return len(set(self.indices)) < len(self.indices)
-
 
 def served_indices(loader: Any, max_indices: int) -> ServedIndices | None:
     """The indices one epoch of ``loader`` serves, from its sampler alone (RNGs kept), or ``None``."""

@@ -34,21 +34,18 @@ class Relation:
     feature: str | None = None
 
     @property
-    def gap(self) -> float:
-        return self.own - self.other
-
-    @property
     def z(self) -> float:
-        return self.gap / max(self.noise, 1e-9)
+        return (self.own - self.other) / max(self.noise, 1e-9)
 
     @property
     def level(self) -> str:
         """``"fail"``, ``"warn"`` or ``"pass"``."""
+        gap = self.own - self.other
         if self.z < self.needed_z:
             return "pass"
-        if self.gap >= FAIL_GAP or (self.gap >= WARN_GAP and self.gap >= FAIL_SHARE * self.own):
+        if gap >= FAIL_GAP or (gap >= WARN_GAP and gap >= FAIL_SHARE * self.own):
             return "fail"
-        return "warn" if self.gap >= WARN_GAP else "pass"
+        return "warn" if gap >= WARN_GAP else "pass"
 
     def details(self) -> dict[str, Any]:
         numbers = {"own_score": self.own, "other_score": self.other, "gap_noise": self.noise}
@@ -71,10 +68,11 @@ def _targets(y: Tensor, classes: int) -> Tensor:
     return F.one_hot(y, classes).float() if classes else y.float().reshape(len(y), -1)
 
 
-def _scores(predicted: Tensor, y: Tensor, classes: int, variance: float) -> Tensor:
-    """Per sample: 1 for a right class (0 wrong), or ``1 - squared error / variance``."""
+def _scores(predicted: Tensor, y: Tensor, classes: int, rows: Tensor) -> Tensor:
+    """Per sample: 1 for a right class (0 wrong), or ``1 - squared error / variance of rows``."""
     if classes:
         return (predicted.argmax(-1) == y).float()
+    variance = float(rows.var(0).sum().clamp_min(1e-12))
     return 1 - (predicted - y.float().reshape(len(y), -1)).square().sum(-1) / variance
 
 
@@ -98,15 +96,13 @@ def lookup_scores(fit: Tensor, y_fit: Tensor, held: Tensor, y_held: Tensor, clas
     predicted = table.gather(
         1, torch.searchsorted(edges, held.T.contiguous())[..., None].expand(-1, -1, rows.shape[1])
     )
-    variance = float(rows.var(0).sum().clamp_min(1e-12))
-    return torch.stack([_scores(p, y_held, classes, variance) for p in predicted])
+    return _scores(predicted, y_held, classes, rows)  # [D, M]
 
 
 def _neighbour_scores(distance: Tensor, y_fit: Tensor, y_held: Tensor, classes: int) -> Tensor:
     nearest = distance.topk(min(_K, distance.shape[1] - 1), largest=False).indices
     rows = _targets(y_fit, classes)
-    variance = float(rows.var(0).sum().clamp_min(1e-12))
-    return _scores(rows[nearest].mean(1), y_held, classes, variance)
+    return _scores(rows[nearest].mean(1), y_held, classes, rows)
 
 
 def _compare(
@@ -218,7 +214,7 @@ def _per_position(
 
     def pairs(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         value = (
-            x.float().reshape(len(x), -1, *y.shape[1:]).mean(1) if x.shape[1:] != y.shape[1:] else x.float()
+            x.float() if x.shape[1:] == y.shape[1:] else x.float().reshape(len(x), -1, *y.shape[1:]).mean(1)
         )
         valid = (y >= 0) if classes else torch.isfinite(y)
         sample = torch.arange(len(y))[:, None].expand(len(y), y[0].numel()).reshape(-1)

@@ -149,19 +149,14 @@ def repeats_of(
     train: list[Tensor], val: list[Tensor], train_blank: list[bool], val_blank: list[bool]
 ) -> Repeats | None:
     """The repeat test on the float samples of the commonest shape (``None`` without enough of them)."""
-    shapes = Counter(
-        tuple(s.shape) for s, b in zip(val, val_blank, strict=True) if not b and s.is_floating_point()
-    )
+    shapes = [tuple(s.shape) for s, b in zip(val, val_blank, strict=True) if not b and s.is_floating_point()]
     if not shapes:
         return None
-    shape = shapes.most_common(1)[0][0]  # the first seen of the commonest
-
-    def usable(samples: list[Tensor], blank: list[bool]) -> list[int]:
-        return [
-            i for i, s in enumerate(samples) if not blank[i] and s.is_floating_point() and s.shape == shape
-        ]
-
-    keys, queries = usable(train, train_blank), usable(val, val_blank)
+    shape = Counter(shapes).most_common(1)[0][0]  # the first seen of the commonest
+    keys, queries = (
+        [i for i, s in enumerate(x) if not b[i] and s.is_floating_point() and s.shape == shape]
+        for x, b in ((train, train_blank), (val, val_blank))
+    )
     if not keys:
         return None
     keyed = repeat_features(torch.stack([train[i] for i in keys]))

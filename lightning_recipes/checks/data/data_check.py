@@ -32,7 +32,6 @@ from lightning_recipes.harness.walk import tensors_of
 
 __all__ = ["DataCheck"]
 
-_ORDER = {"fail": 0, "warn": 1}
 PURITY_SAMPLES = 64  # samples read straight from the dataset by the purity test
 MAX_SNAPSHOT = 50_000_000  # stored tensor elements snapshotted by the purity test (larger: not tested)
 
@@ -150,15 +149,13 @@ class DataCheck(SanityCheck):
                 f"{impure['tensor']} changed after {impure['reads']} reads",
                 "Build new tensors in `__getitem__`; never modify the stored ones in place (`+=`).",
             )
-        classes = self._num_classes(context, batches[0], targets[0])
-        details["num_classes"] = classes
-        self._labels(context, batches, targets, classes, details)
+        self._labels(context, batches, targets, details)
         uniform = _drawn_uniformly(context, self.num_batches)
         self._splits(context, batches, details, relate=uniform is None)
         if uniform is not None:  # pairing is the dataset's: judged on samples drawn as validation's are
             self._splits(context, uniform, details, judge_labels=False)
         self._further_targets(context, batches, details)
-        found = sorted(self._found, key=lambda f: _ORDER[f.status])
+        found = sorted(self._found, key=lambda f: f.status != "fail")
         if found:  # every finding's sentence, the worst first
             details["findings"] = [f.summary for f in found]
             worst = found[0]
@@ -220,7 +217,7 @@ class DataCheck(SanityCheck):
         loader = context.train_dataloader
         read = sum(len(x) for x in inputs if x is not None and x.ndim > 0)
         served = served_indices(loader, read) if isinstance(loader, DataLoader) else None
-        if served is not None and served.repeats:  # a sampler drawing with replacement: distinct samples
+        if served is not None and len(set(served.indices)) < len(served.indices):  # drawn with replacement
             largest = max((len(x) for x in inputs if x is not None and x.ndim > 0), default=1)
             distinct = context.read_batches(
                 distinct_loader(loader, served.indices, largest), self.num_batches
@@ -280,13 +277,10 @@ class DataCheck(SanityCheck):
         return inferred[0] if inferred else None
 
     def _labels(
-        self,
-        context: CheckContext,
-        batches: list[Any],
-        targets: list[Any],
-        classes: int | None,
-        details: dict[str, Any],
+        self, context: CheckContext, batches: list[Any], targets: list[Any], details: dict[str, Any]
     ) -> None:
+        classes = self._num_classes(context, batches[0], targets[0])
+        details["num_classes"] = classes
         is_label = [t is not None and not t.is_floating_point() and t.dtype != torch.bool for t in targets]
         labels = [t for t, keep in zip(targets, is_label, strict=True) if keep]
         if not labels:
@@ -301,9 +295,7 @@ class DataCheck(SanityCheck):
             )
             consumer = _label_loss(context, batch)
             if consumer is None and self._declared(context) is None:
-                details["labels_range"] = (
-                    "not judged: no class-index loss consumes the labels (ordinal or cumulative targets)"
-                )
+                details["labels_range"] = "not judged: no class-index loss consumes the labels"
                 bad = torch.zeros_like(bad)
             elif isinstance(consumer, tuple):
                 classes, ignore = consumer

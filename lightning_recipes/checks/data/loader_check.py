@@ -103,10 +103,7 @@ class LoaderCheck(SanityCheck):
             return self.verdict("pass", f"the training loader yields {batches}", details)
         comparison = self._compare(context, train, served.indices)
         if comparison is None:
-            raise CheckSkipped(
-                f"{batches}, but the targets are not one integer label per sample: no class shares to "
-                "compare (pass `target_key=` if the labels are elsewhere)."
-            )
+            raise CheckSkipped(f"{batches}; targets not one integer label per sample (else `target_key=`)")
         result = self._verdict(comparison, batches, details)
         later = _later_epoch(context, train) if result.status in ("fail", "warn") else None
         if later is not None:  # an epoch-dependent sampler (a curriculum): judge it where the run ends up
@@ -181,10 +178,8 @@ class LoaderCheck(SanityCheck):
         if beyond:
             c = beyond[0]
             status: Literal["fail", "warn"] = "fail" if c.ratio <= fail_ratio else "warn"  # never served: 0
-            summary = (
-                f"the sampler makes class {c.label} rarer: {c.dataset_share:.2%} of the data, "
-                f"{c.served_share:.2%} served (z = {c.z:.1f})"
-            )
+            summary = f"the sampler makes class {c.label} rarer: {c.dataset_share:.2%} of the data, "
+            summary += f"{c.served_share:.2%} served (z = {c.z:.1f})"
             return self.verdict(status, summary, details, action=action)
         if rarer:
             c = rarer[0]
@@ -201,9 +196,8 @@ class LoaderCheck(SanityCheck):
 
 
 def _later_epoch(context: CheckContext, loader: DataLoader[Any]) -> tuple[int, DataLoader[Any]] | None:
-    """A copy of ``loader`` whose sampler (a copy sharing the dataset, so the user's sampler keeps its epoch)
-    is at the planned run's last epoch (epoch 10 when unknown); ``None`` for a sampler without ``set_epoch``
-    or a distributed one."""
+    """A copy of ``loader`` whose sampler (a copy sharing the dataset) is at the planned run's last epoch
+    (epoch 10 when unknown); ``None`` for a sampler without ``set_epoch`` or a distributed one."""
     sampler = loader.sampler
     if not callable(getattr(sampler, "set_epoch", None)) or isinstance(sampler, DistributedSampler):
         return None
@@ -278,9 +272,8 @@ class ClassShare:
 def compare_shares(
     dataset: Tensor, served: Tensor, *, reference_is_sample: bool
 ) -> tuple[list[ClassShare], int, int]:
-    """Every class of ``dataset`` (rarest first: shares of ``served``, one epoch, against ``dataset``'s, ``z``
-    of each count against binomial noise, ``(1 + N / M)`` more when ``dataset`` is a sample of ``M`` labels:
-    ``reference_is_sample``), and how many labels each side counted."""
+    """Every class of ``dataset``, rarest first, its share of ``served`` (one epoch) and its count's ``z``
+    (binomial noise, wider when ``dataset`` is a sample: ``reference_is_sample``), and both label counts."""
     labels, counts = torch.unique(dataset, return_counts=True)
     total, n = int(counts.sum()), len(served)
     served_counts = {int(k): int(v) for k, v in zip(*torch.unique(served, return_counts=True), strict=True)}

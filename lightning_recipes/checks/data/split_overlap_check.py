@@ -87,10 +87,7 @@ class SplitOverlapCheck(SanityCheck):
     @override
     def check(self, context: CheckContext) -> CheckResult:
         if context.val_dataloader is None:
-            raise CheckSkipped(
-                "no validation loader: pass `val_dataloaders=` (or a datamodule with `val_dataloader()`) to "
-                "compare the splits."
-            )
+            raise CheckSkipped("no validation loader: pass `val_dataloaders=` (or a datamodule with one)")
         if (shared := self._shared_dataset(context.train_dataloader, context.val_dataloader)) is not None:
             return shared
         train = self._inputs(context, context.train_batches(self.num_batches), "training")
@@ -237,7 +234,7 @@ class SplitOverlapCheck(SanityCheck):
         t, v = train.dataset, val.dataset
         if t is v:
             summary = f"the validation loader reads the training dataset itself ({type(t).__name__})"
-            details = {"estimated_overlap": 1.0, "measured": 1.0, "shared_dataset": True}
+            details: dict[str, Any] = {"estimated_overlap": 1.0, "measured": 1.0, "shared_dataset": True}
             return self.verdict("fail", summary, details, action="Split the data once (random_split).")
         if not (isinstance(t, Subset) and isinstance(v, Subset) and t.dataset is v.dataset):
             return None
