@@ -101,10 +101,9 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
     replacement = None if fixed else other_values(targets, context.seed)
     if replacement is None:
         return Probe("the target cannot be replaced by other values of its own"), None
-    model = context.copy_model()
+    model = context.copy_model().eval()
     if not model.automatic_optimization:
         return Probe("manual optimisation: training_step cannot be replayed outside the Trainer"), None
-    model.eval()
     base, base_loss, input_gradients = _observed(context, model, batch)
     again, _, _ = _observed(context, model, batch)  # the control: the same batch twice
     if base is None or again is None:
@@ -165,8 +164,7 @@ def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
         return Probe("the inputs are not token ids [B, S]")
     if not context.model.automatic_optimization:
         return Probe("manual optimisation: the loss cannot be replayed")
-    model = context.copy_model()
-    model.eval()
+    model = context.copy_model().eval()
     torch.manual_seed(context.seed)
     with torch.enable_grad(), context.capture_forward(model) as captured:
         loss = context.training_loss(model, batch)
@@ -362,8 +360,7 @@ def _correlation(x: Tensor, y: Tensor) -> Tensor:
 def _loss_reads(context: CheckContext, key: Any, batch: Any) -> bool | None:
     """Whether ``training_step``'s loss changes when batch entry ``key`` is rolled across the batch."""
     value = dict((k, t) for k, _, t in entries(batch))[key]
-    model = context.copy_model()
-    model.eval()
+    model = context.copy_model().eval()
     rolled = replace_entries(batch, {key: value.roll(1, 0)})
     return _moved(*(_observed(context, model, b)[1] for b in (batch, rolled)))
 

@@ -268,8 +268,7 @@ class DataCheck(SanityCheck):
         if inputs is None or targets is None or targets.is_floating_point():
             return None
         try:
-            model = context.copy_model()
-            model.eval()
+            model = context.copy_model().eval()
             with torch.no_grad():
                 inferred = infer_num_classes(context.forward(model, inputs), targets)
         except Exception:

@@ -113,6 +113,7 @@ class SplitOverlapCheck(SanityCheck):
         dense = continuous and chance_rate >= DENSE_RATE
         if dense:  # neighbours sit within the near threshold (windows of one series): only copies count
             near = dict(exact)  # against the same chance rate: no verdict gets stronger on dense data
+            method = f"exact only: {chance_matches} training samples are near another"
         excess = max(0.0, len(near) - chance_rate * usable_val)
         # binomial noise of the matches expected by chance, and of the chance rate measured on training
         noise = (chance_rate * (1 - chance_rate) * usable_val * (1 + usable_val / usable_train)) ** 0.5
@@ -134,9 +135,7 @@ class SplitOverlapCheck(SanityCheck):
             "train_duplicates": train_duplicates,
             "chance_rate": chance_rate,
             "estimated_overlap": estimate,
-            "near_method": method
-            if not dense
-            else f"exact only: {chance_matches} training samples are near another",
+            "near_method": method,
             "examples": [{"val_index": v, "train_index": t} for v, t in examples],
             "measured": max(estimate, repeat_estimate),
         }
