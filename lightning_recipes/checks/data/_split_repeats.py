@@ -176,9 +176,9 @@ def repeats_of(
 
 
 def repeat_level(
-    repeats: Repeats | None, estimate: float, warn_fraction: float, fail_fraction: float
+    repeats: Repeats | None, estimate: float, fail_fraction: float
 ) -> Literal["pass", "warn", "fail", "inconclusive"]:
-    """The repeat test's verdict from the fractions and the flagged count's chance probability."""
+    """The repeat test's verdict from the estimated overlap and the flagged count's chance probability."""
     if repeats is None or estimate < fail_fraction:  # a few % is within the chance model's own error
         return "pass"
     p = repeats.chance_p

@@ -142,7 +142,7 @@ class SplitOverlapCheck(SanityCheck):
         if repeats is not None:
             details["repeats"] = {**repeats.details(), "estimated_overlap": repeat_estimate}
         near_text_only = not continuous and not exact  # text repeats itself across splits: warn at most
-        level = repeat_level(repeats, repeat_estimate, self.warn_fraction, self.fail_fraction)
+        level = repeat_level(repeats, repeat_estimate, self.fail_fraction)
         found = (
             f"{len(near)} of {usable_val} validation samples repeat a training sample ({len(exact)} exact; "
             f"{chance_rate:.1%} by chance), ~{max(estimate, repeat_estimate):.0%} of validation"
