@@ -1,16 +1,4 @@
-"""Which loss function produced the returned loss, what an untrained model should score on it, and its floor.
-
-Example:
-    >>> import torch
-    >>> from torch.nn import functional as F
-    >>> with record_loss_calls() as calls:
-    ...     loss = F.cross_entropy(torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]))
-    >>> calls[0].function, calls[0].num_classes
-    ('cross_entropy', 10)
-    >>> expectation = expected_initial_loss(calls[0])
-    >>> round(expectation.value, 4), expectation.label
-    (2.3026, 'ln 10')
-"""
+"""Which loss function produced the returned loss, what an untrained model scores on it, its floor."""
 
 from __future__ import annotations
 
@@ -25,12 +13,6 @@ from torch import Tensor
 
 from lightning_recipes.harness import LossCall, LossRecorder
 
-# fmt: off
-__all__ = ["CLASSIFICATION", "KINDS", "REGRESSION", "Expectation", "KnownFloor", "binary_entropy", "ce_floor",
-           "expected_initial_loss", "is_prior_output", "known_floor", "loss_call_for", "record_loss_calls",
-           "reduced", "target_of"]
-# fmt: on
-
 REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
 CLASSIFICATION = frozenset(
     {"cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"}
@@ -41,14 +23,7 @@ _MIN_SKEW = 0.1  # nats: labels closer than this to uniform are read as uniform 
 
 
 def is_prior_output(kl_to_prediction: float, kl_to_uniform: float, categories: int, samples: int) -> bool:
-    """Whether a mean prediction ``q`` is the label prior ``p`` (a small ``KL(p || q)``, ``p`` beyond chance).
-
-    Example:
-        >>> is_prior_output(0.01, 0.37, categories=2, samples=64)  # 1:9 labels, a prior-initialised bias
-        True
-        >>> is_prior_output(0.06, 0.066, categories=64, samples=480)  # uniform labels, sampling noise
-        False
-    """
+    """Whether a mean prediction ``q`` is the label prior ``p`` (small ``KL(p || q)``, ``p`` not uniform)."""
     noise = (categories - 1) / (2 * max(samples, 1))
     return kl_to_uniform > max(_MIN_SKEW, 3 * noise) and kl_to_prediction < _PRIOR_SHARE * kl_to_uniform
 
@@ -98,29 +73,19 @@ def loss_call_for(calls: Sequence[LossCall], loss: Tensor) -> LossCall | None:
 
 
 @dataclass(frozen=True)
-class KnownFloor:
-    """The lowest value a recognised loss can reach whatever the model outputs: ``value`` (same reduction as
-    the returned loss) and ``how`` (which losses, which floor)."""
+class LossFloor:
+    """The lowest loss reachable (as reduced), whether an input bound causes it, why, the loss's own minimum,
+    a fix."""
 
     value: float
+    bounded: bool
     how: str
+    minimum: float = 0.0
+    fix: str = "Return raw logits, let the loss apply softmax/sigmoid (a sigmoid per label); no clamp."
 
 
-def known_floor(calls: Sequence[LossCall], loss: Tensor) -> KnownFloor | None:
-    """The floor of ``loss`` when it is one recorded call or the plain sum of all, each with a known floor.
-
-    Example:
-        >>> import torch
-        >>> from torch.nn import functional as F
-        >>> soft = torch.tensor([[0.5, 0.5], [1.0, 0.0]])  # probability targets: entropies ln 2 and 0
-        >>> with record_loss_calls() as calls:
-        ...     loss = F.cross_entropy(torch.zeros(2, 2), soft) + F.mse_loss(torch.zeros(3), torch.ones(3))
-        >>> floor = known_floor(calls, loss)
-        >>> round(floor.value, 4), floor.how
-        (0.3466, "sum of cross_entropy (the targets' entropy) + mse_loss (0)")
-        >>> known_floor(calls, 2 * loss) is None  # rescaled: not known
-        True
-    """
+def known_floor(calls: Sequence[LossCall], loss: Tensor) -> LossFloor | None:
+    """The floor of ``loss`` when it is one recorded call or the plain sum of all, each of known floor."""
     call = loss_call_for(calls, loss)
     terms = [call] if call is not None else [c for c in calls if c.loss is not None and c.loss.numel() > 0]
     if call is None:  # a plain sum of two or more calls, else not known
@@ -135,7 +100,7 @@ def known_floor(calls: Sequence[LossCall], loss: Tensor) -> KnownFloor | None:
         return None
     hows = [f"{c.function} ({how})" for c, (_, how) in zip(terms, floors, strict=True)]
     how = hows[0] if len(hows) == 1 else "sum of " + " + ".join(hows)
-    return KnownFloor(sum(value for value, _ in floors), how)
+    return LossFloor(sum(value for value, _ in floors), False, how)
 
 
 def own_floor(call: LossCall) -> tuple[float, str] | None:

@@ -1,17 +1,5 @@
 """What one ``training_step`` shows of its loss: a floor from a bounded input, the gradient per target value,
-the loss along a descent ray, the scale of regression targets.
-
-Example:
-    >>> import torch
-    >>> from torch.nn import functional as F
-    >>> from lightning_recipes.checks.loss._expected_loss import record_loss_calls
-    >>> logits = torch.zeros(6, 3, requires_grad=True)
-    >>> with record_loss_calls() as calls:
-    ...     loss = F.cross_entropy(logits.softmax(-1), torch.tensor([0, 1, 2, 0, 1, 2]))
-    >>> floor = loss_floor(calls[0])
-    >>> round(floor.value, 4), floor.bounded  # probabilities are logits in [0, 1]
-    (0.5514, True)
-"""
+the loss along a descent ray, the scale of regression targets."""
 
 from __future__ import annotations
 
@@ -31,6 +19,7 @@ from torch.nn.modules.loss import _Loss
 from lightning_recipes.checks._probe import seed_all
 from lightning_recipes.checks.loss._expected_loss import (
     CLASSIFICATION,
+    LossFloor,
     binary_entropy,
     ce_floor,
     loss_call_for,
@@ -39,12 +28,6 @@ from lightning_recipes.checks.loss._expected_loss import (
 )
 from lightning_recipes.harness import Harness, LossCall, LossRecorder, batch_entries, first_tensor
 from lightning_recipes.harness.loss_calls import RowMix
-
-# fmt: off
-__all__ = ["LabelCount", "LossFloor", "LossProbe", "descent_ray", "drop_cause",
-           "falls_without_bound", "input_bounds", "label_evidence", "learned_scale", "loss_along",
-           "loss_floor", "modules_run", "padding_reason", "probe_step", "scale_of"]
-# fmt: on
 
 _RESHAPES = frozenset({"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "CloneBackward0"})
 _PASS_THROUGH = _RESHAPES | {  # ops that keep every value of their input: bounds carry through them
@@ -139,17 +122,6 @@ def _scalar(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return None
-
-
-@dataclass(frozen=True)
-class LossFloor:
-    """The lowest loss reachable, whether an input bound causes it, why, the loss's own minimum, a fix."""
-
-    value: float
-    bounded: bool
-    how: str
-    minimum: float = 0.0
-    fix: str = ""
 
 
 #: Regression losses as a function of the distance ``d >= 0`` between input and target (torch's defaults).
@@ -409,7 +381,7 @@ def loss_along(
     values: list[float] = []
     for step in steps if probe.site is not None else ():
         assert probe.site is not None
-        handle = probe.site[0].register_forward_hook(_Replace(ray.at(step), probe.site[1]))
+        handle = probe.site[0].register_forward_hook(_replace(ray.at(step), probe.site[1]))
         seed_all(0)
         try:
             with torch.no_grad():
@@ -426,33 +398,25 @@ def loss_along(
     return values
 
 
-class _Replace:
+def _replace(tensor: Tensor, index: int) -> Callable[[nn.Module, Any, Any], Any]:
     """A forward hook that replaces the first tensor of the module's ``index``-th output by ``tensor``."""
+    calls = itertools.count()
 
-    def __init__(self, tensor: Tensor, index: int) -> None:
-        self.tensor, self.index, self.calls = tensor, index, 0
-
-    def __call__(self, _module: nn.Module, _args: Any, output: Any) -> Any:
-        index, self.calls = self.calls, self.calls + 1
-        if index != self.index:
+    def hook(_module: nn.Module, _args: Any, output: Any) -> Any:
+        if next(calls) != index:
             return None
         current = first_tensor(output)
         if isinstance(output, (tuple, list)):
-            return type(output)(self.tensor if item is current else item for item in output)
+            return type(output)(tensor if item is current else item for item in output)
         if isinstance(output, Mapping):
-            return {key: self.tensor if value is current else value for key, value in output.items()}
-        return self.tensor if isinstance(output, Tensor) else None
+            return {key: tensor if value is current else value for key, value in output.items()}
+        return tensor if isinstance(output, Tensor) else None
+
+    return hook
 
 
 def falls_without_bound(values: Sequence[float]) -> bool:
-    """Whether losses at tenfold steps keep falling unslowed, by over ten times their start, or hit ``-inf``.
-
-    Example:
-        >>> falls_without_bound([-1.0, -2.0, -101.0, -1e4, -1e6, -1e8])  # -mse along the descent
-        True
-        >>> falls_without_bound([2.3, 0.4, 1e-3, 1e-5, 0.0, 0.0])  # cross-entropy: bounded by 0
-        False
-    """
+    """Whether losses at tenfold steps keep falling unslowed, over ten times their start, or hit ``-inf``."""
     if any(v == -math.inf for v in values):
         return True
     if len(values) < 4:
@@ -585,17 +549,12 @@ def _rows(target: Tensor, call: LossCall, batch: Any) -> tuple[int, int] | None:
     return None
 
 
-def scale_of(values: Tensor) -> tuple[float, float, float]:
-    """``(mean, std, scale)`` of ``values`` in float64; ``scale = max(|mean|, std)``: what a head must reach.
-
-    Example:
-        >>> scale_of(torch.tensor([1000.0, 2000.0, 3000.0]))
-        (2000.0, 1000.0, 2000.0)
-    """
+def scale_of(values: Tensor) -> float:
+    """The scale of ``values`` in float64, ``max(|mean|, std)``: what a head must reach."""
     flat = values.detach().double().reshape(-1)
     std = flat.std() if flat.numel() > 1 else torch.zeros((), dtype=torch.float64)
     mean, spread = torch.stack([flat.mean(), std]).tolist()  # sync: once
-    return mean, spread, max(abs(mean), spread)
+    return max(abs(mean), spread)
 
 
 _SCALE_PASS_THROUGH = _PASS_THROUGH | {"ExpandBackward0", "ExpBackward0", "SoftplusBackward0", "AbsBackward0"}

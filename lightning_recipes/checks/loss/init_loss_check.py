@@ -139,13 +139,9 @@ class InitLossCheck(SanityCheck):
                     summary = f"{stated}: too high even with `{scaled[0]}` scaled 10x down ({scaled[1]:.4g})"
                     action = "A scaled or normalised head (e.g. a cosine margin head)? Pass expected_loss=."
                     return self.verdict("inconclusive", summary, details, action=action)
-            action = (
-                f"The ratio is the {summed} targets of a batch: the loss is summed instead of averaged; use "
-                "reduction='mean'."
-                if summed
-                else "The output layer is likely initialised too large: zero or scale down the last layer "
-                "(and its bias); or extra terms are added to the loss."
-            )
+            action = f"The loss is summed instead of averaged over {summed} targets: use reduction='mean'."
+            if not summed:
+                action = "Zero or scale down the output layer (and its bias), or drop extra loss terms."
             return self.verdict(status, f"{stated}: too high", details, action=action)
         if ratio < warn_low:
             # The batch's own labels predicted by an untrained model: a leak or pretrained weights, which this
@@ -153,10 +149,7 @@ class InitLossCheck(SanityCheck):
             from_batch = any(call is not None and not call.target_from_model for call in calls)
             details["target_from_batch"] = from_batch
             status = "fail" if high < 1 - self.low_rtol and not from_batch else "warn"
-            action = (
-                "Check what the loss receives: targets leaking into the inputs, the model's own predictions "
-                "as targets; for pretrained weights pass expected_loss=."
-            )
+            action = "Look for a target leak into inputs, predictions as targets; pretrained: expected_loss=."
             return self.verdict(status, f"{stated}: suspiciously low", details, action=action)
         return self.verdict("pass", stated, details)
 
@@ -167,9 +160,7 @@ class InitLossCheck(SanityCheck):
             return Expectation(math.log(n), f"ln {n}, num_classes given", n, f"ln {n}")
         first = calls[0]
         if first is None or any(call is None for call in calls):
-            reason = (
-                "no single loss call with a known value at init (a sum of terms, rescaled or hand-written)"
-            )
+            reason = "no single loss call of known value at init (a sum of terms, rescaled or hand-written)"
             return Expectation(None, "", reason=reason)
         if first.function in ("cross_entropy", "nll_loss") and not (
             first.target_keys or first.target_from_model
