@@ -30,14 +30,13 @@ def is_prior_output(kl_to_prediction: float, kl_to_uniform: float, categories: i
 
 @dataclass(frozen=True)
 class Expectation:
-    """What an untrained model should score: ``value`` (``None`` when unknown: ``reason`` says why), a short
-    ``label`` (``"ln 10"``) and the long ``source``."""
+    """What an untrained model should score: ``value``, the long ``source`` (why not, when ``value`` is
+    ``None``), a short ``label`` (``"ln 10"``)."""
 
     value: float | None
     source: str
     num_classes: int | None = None
     label: str = ""
-    reason: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -159,13 +158,13 @@ def reduced(per_element: Tensor, reduction: str) -> float:
 
 def expected_initial_loss(call: LossCall, batches: Sequence[LossCall] = ()) -> Expectation:
     """The loss an untrained model should score for ``call`` (``ln C``, ``ln 2`` per output, or the prior's
-    entropy; ``reason`` says why not); ``batches``: the same call on more batches."""
+    entropy; else why not); ``batches``: the same call on more batches."""
     if call.function in ("cross_entropy", "nll_loss"):
         return _categorical(call, [call, *batches])
     if call.function in ("binary_cross_entropy_with_logits", "binary_cross_entropy"):
         return _binary(call, [call, *batches])
     kind = " (regression, reconstruction)" if call.function in REGRESSION else ""
-    return Expectation(None, "", reason=f"{call.function}{kind} has no known value at init")
+    return Expectation(None, f"{call.function}{kind} has no known value at init")
 
 
 def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
@@ -174,14 +173,11 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
     uniform = math.log(classes)
     scores = "logits" if call.function == "cross_entropy" else "log-probabilities"
     kind = "integer" if call.integer_target else "soft"
-    source = (
-        f"ln {classes}, {scores} {list(call.output.shape)} for {kind} targets {list(target_of(call).shape)}"
-    )
+    shapes = f"{scores} {list(call.output.shape)} for {kind} targets {list(target_of(call).shape)}"
     smoothing = float(call.kwargs.get("label_smoothing") or 0.0) if call.function == "cross_entropy" else 0.0
-    extra: dict[str, Any] = {"floor": ce_floor(classes, smoothing, math.inf)} if smoothing > 0 else {}
-    if smoothing > 0:
-        extra["label_smoothing"] = smoothing
-    plain = Expectation(uniform, source, classes, f"ln {classes}", extra=extra)
+    smoothed = {"floor": ce_floor(classes, smoothing, math.inf), "label_smoothing": smoothing}
+    extra = smoothed if smoothing > 0 else {}
+    plain = Expectation(uniform, f"ln {classes}, {shapes}", classes, f"ln {classes}", extra=extra)
     if not call.integer_target or classes < 2:
         return plain
     prior, predicted, samples = _class_frequencies(calls, classes)
@@ -192,12 +188,7 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
     kl_prediction = float((prior[seen] * (prior[seen] / predicted[seen].clamp_min(1e-12)).log()).sum())
     if not is_prior_output(kl_prediction, uniform - entropy, classes, samples):
         return plain
-    extra |= {"prior_entropy": entropy, "prior_kl": kl_prediction}
-    source = (
-        f"entropy of the label prior, {call.function} over {classes} classes: the mean prediction at init is "
-        f"the label prior (KL {kl_prediction:.3f} nats, {uniform - entropy:.3f} for a uniform output)"
-    )
-    return Expectation(entropy, source, classes, "prior entropy", extra=extra)
+    return _prior(call, entropy, kl_prediction, uniform - entropy, **extra)
 
 
 def _class_frequencies(calls: list[LossCall], classes: int) -> tuple[Tensor | None, Tensor | None, int]:
@@ -223,8 +214,7 @@ def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
     logits = call.function == "binary_cross_entropy_with_logits"
     target = target_of(call)
     if not bool(((target == 0) | (target == 1)).all()):  # sync: once
-        reason = f"{call.function} on targets that are not 0/1 has no known value at init"
-        return Expectation(None, "", reason=reason)
+        return Expectation(None, f"{call.function} on targets that are not 0/1 has no known value at init")
     pos_weight = call.kwargs.get("pos_weight") if logits else None
     ln2 = math.log(2)
     if isinstance(pos_weight, Tensor):
@@ -238,14 +228,15 @@ def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
     kl_t = -entropy_t - rate * q.log() - (1 - rate) * (1 - q).log()  # KL(rate || q) per output
     kl_prediction, kl_uniform = float(kl_t.sum()), float((ln2 - entropy_t).sum())
     if is_prior_output(kl_prediction, kl_uniform, 1 + len(rate), samples):
-        entropy = float(entropy_t.mean())  # sync: once
-        source = (
-            f"mean binary entropy of the positive rate, {call.function}: the mean prediction at init is the "
-            f"label prior (KL {kl_prediction:.3f} nats, {kl_uniform:.3f} for p = 0.5)"
-        )
-        extra = {"prior_entropy": entropy, "prior_kl": kl_prediction}
-        return Expectation(entropy, source, label="prior entropy", extra=extra)
+        return _prior(call, float(entropy_t.mean()), kl_prediction, kl_uniform)  # sync: once
     return Expectation(ln2, f"ln 2 per output, {call.function} at p = 0.5", label="ln 2")
+
+
+def _prior(call: LossCall, entropy: float, kl: float, uniform: float, **extra: Any) -> Expectation:
+    """The entropy of the label prior, expected when the mean prediction at init is that prior."""
+    source = f"entropy of the label prior ({call.function}): KL {kl:.3f} nats at init, {uniform:.3f} uniform"
+    extra |= {"prior_entropy": entropy, "prior_kl": kl}
+    return Expectation(entropy, source, call.num_classes, "prior entropy", extra=extra)
 
 
 def _positive_rates(calls: list[LossCall], logits: bool) -> tuple[Tensor, Tensor, int]:

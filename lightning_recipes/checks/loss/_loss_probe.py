@@ -29,6 +29,7 @@ from lightning_recipes.checks.loss._expected_loss import (
 from lightning_recipes.harness import Harness, LossCall, LossRecorder, batch_entries, first_tensor
 from lightning_recipes.harness.loss_calls import RowMix
 
+_CLAMPS = {"HardtanhBackward0", "ClampBackward0", "ClampBackward1", "ClampMinBackward0", "ClampMaxBackward0"}
 _RESHAPES = frozenset({"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "CloneBackward0"})
 _PASS_THROUGH = _RESHAPES | {  # ops that keep every value of their input: bounds carry through them
     f"{op}Backward{n}"
@@ -97,17 +98,13 @@ def _op_bounds(fn: Any, depth: int) -> Bounds | None:
             return Bounds(low, high, what + (" (probabilities)" if what == "sigmoid" else ""))
         low, high = squash(inner.low), squash(inner.high)
         return Bounds(low, high, f"{what} of {inner.how}: values in [{low:.4g}, {high:.4g}]")
-    if name == "HardtanhBackward0":
-        low_, high_ = _scalar(fn._saved_min_val), _scalar(fn._saved_max_val)
-        if low_ is None or high_ is None:
-            return None
-        return Bounds(low_, high_, f"hardtanh to [{low_:g}, {high_:g}]")
-    if name in ("ClampBackward0", "ClampBackward1", "ClampMinBackward0", "ClampMaxBackward0"):
-        low_, high_ = _scalar(getattr(fn, "_saved_min", None)), _scalar(getattr(fn, "_saved_max", None))
+    if name in _CLAMPS:
+        op, suffix = ("hardtanh", "_val") if name == "HardtanhBackward0" else ("clamp", "")
+        low_, high_ = (_scalar(getattr(fn, f"_saved_{end}{suffix}", None)) for end in ("min", "max"))
         if low_ is None and high_ is None:
             return None
         low, high = -math.inf if low_ is None else low_, math.inf if high_ is None else high_
-        return Bounds(low, high, f"clamp to [{low:g}, {high:g}]")
+        return Bounds(low, high, f"{op} to [{low:g}, {high:g}]")
     return None
 
 
@@ -128,9 +125,7 @@ def _scalar(value: Any) -> float | None:
 _DISTANCE_LOSSES: dict[str, Callable[[Tensor, dict[str, Any]], Tensor]] = {
     "mse_loss": lambda d, kw: d**2,
     "l1_loss": lambda d, kw: d,
-    "smooth_l1_loss": lambda d, kw: (
-        _huber(d, float(kw.get("beta", 1.0))) / max(float(kw.get("beta", 1.0)), 1e-12)
-    ),
+    "smooth_l1_loss": lambda d, kw: _huber(d, beta := float(kw.get("beta", 1.0))) / max(beta, 1e-12),
     "huber_loss": lambda d, kw: _huber(d, float(kw.get("delta", 1.0))),
 }
 
@@ -147,10 +142,8 @@ def loss_floor(call: LossCall) -> LossFloor | None:
     bounds = call.inspection if call.inspected else input_bounds(call.output)
     if call.function == "cross_entropy" and call.integer_target:
         return _ce(call, reduction, bounds)
-    if call.function == "binary_cross_entropy_with_logits":
-        return _bce_logits(call, reduction, bounds)
-    if call.function == "binary_cross_entropy" and bounds is not None:
-        return _bce_probabilities(call, reduction, bounds)
+    if call.function.startswith("binary_cross_entropy"):
+        return _bce(call, reduction, bounds)
     if call.function in _DISTANCE_LOSSES and bounds is not None:
         return _distance(call, reduction, bounds)
     return None
@@ -192,27 +185,26 @@ def _ce(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | No
     return LossFloor(per_sample * count, False, how, own * count)
 
 
-def _bce_logits(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | None:
-    if call.kwargs.get("pos_weight") is not None:
+def _bce(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | None:
+    """Logits bounded in range, or probabilities bounded in range (a double sigmoid) or in sum (a softmax
+    across multi-label outputs)."""
+    logits = call.function == "binary_cross_entropy_with_logits"
+    if (call.kwargs.get("pos_weight") is not None) if logits else (bounds is None):
         return None
-    target = target_of(call).detach().double()
-    low, high = (-math.inf, math.inf) if bounds is None else (bounds.low, bounds.high)
-    best = (target.log() - torch.log1p(-target)).clamp(min=low, max=high).nan_to_num(nan=0.0)  # the minimiser
-    per_element = (target * F.softplus(-best) + (1 - target) * F.softplus(best)).nan_to_num(nan=0.0)
-    own = reduced(binary_entropy(target.clamp(1e-12, 1 - 1e-12)), reduction)
-    floor = reduced(per_element, reduction)
-    if floor <= 1e-9:
-        return None
-    if bounds is not None and floor > own + 1e-6:
-        how = f"binary_cross_entropy_with_logits reads logits, but its input comes from {bounds.how}"
-        return LossFloor(floor, True, how, own)
-    return LossFloor(floor, False, "the soft targets' own entropy", floor)
-
-
-def _bce_probabilities(call: LossCall, reduction: str, bounds: Bounds) -> LossFloor | None:
-    """Probabilities bounded in range (a double sigmoid) or in sum (a softmax across multi-label outputs)."""
     target, output = target_of(call).detach().double(), call.output
     own = reduced(binary_entropy(target.clamp(1e-12, 1 - 1e-12)), reduction)
+    if logits:
+        low, high = (-math.inf, math.inf) if bounds is None else (bounds.low, bounds.high)
+        best = (target.log() - torch.log1p(-target)).clamp(min=low, max=high).nan_to_num(nan=0.0)  # minimiser
+        per_element = (target * F.softplus(-best) + (1 - target) * F.softplus(best)).nan_to_num(nan=0.0)
+        floor = reduced(per_element, reduction)
+        if floor <= 1e-9:
+            return None
+        if bounds is not None and floor > own + 1e-6:
+            how = f"binary_cross_entropy_with_logits reads logits, but its input comes from {bounds.how}"
+            return LossFloor(floor, True, how, own)
+        return LossFloor(floor, False, "the soft targets' own entropy", floor)
+    assert bounds is not None
     dim = bounds.simplex_dim
     if bounds.simplex and dim is not None and target.shape == output.shape and output.ndim >= 2:
         if not bool(((target == 0) | (target == 1)).all()):  # sync: once
@@ -222,9 +214,7 @@ def _bce_probabilities(call: LossCall, reduction: str, bounds: Bounds) -> LossFl
         per_row = torch.where(positives > 0, positives * positives.clamp_min(1).log(), empty)
         total = float(per_row.sum())  # sync: once
         floor = total if reduction == "sum" else total / max(target.numel(), 1)
-        how = (
-            f"binary_cross_entropy scores labels alone, but its input comes from {bounds.how} across {width}"
-        )
+        how = f"binary_cross_entropy scores labels alone, but its input is {bounds.how} across {width}"
         return LossFloor(floor, True, how, own) if floor > own + 1e-6 else None
     low, high = max(bounds.low, 0.0), min(bounds.high, 1.0)
     if low <= 0.0 and high >= 1.0:

@@ -111,7 +111,7 @@ class InitLossCheck(SanityCheck):
             action = "Run the data check (NaN/Inf); use cross_entropy on logits instead of log(softmax)."
             return self.verdict("fail", f"the loss at init is {measured}, not finite", details, action=action)
         if expected is None:
-            raise CheckSkipped(f"loss {measured:.4g}: {expectation.reason}"[:111])
+            raise CheckSkipped(f"loss {measured:.4g}: {expectation.source}"[:111])
         ratio = measured / expected
         se = float(standard_error(torch.tensor(per_batch, dtype=torch.float64)))  # NaN for one batch
         noise = (se if math.isfinite(se) else 0.0) / abs(expected) if expected else 0.0
@@ -160,13 +160,9 @@ class InitLossCheck(SanityCheck):
             return Expectation(math.log(n), f"ln {n}, num_classes given", n, f"ln {n}")
         first = calls[0]
         if first is None or any(call is None for call in calls):
-            reason = "no single loss call of known value at init (a sum of terms, rescaled or hand-written)"
-            return Expectation(None, "", reason=reason)
-        if first.function in ("cross_entropy", "nll_loss") and not (
-            first.target_keys or first.target_from_model
-        ):
-            reason = f"{first.function} on targets built in the step (contrastive): no known value at init"
-            return Expectation(None, "", reason=reason)
+            return Expectation(None, "no single loss call of known value at init: a sum, rescaled or by hand")
+        if first.num_classes is not None and not (first.target_keys or first.target_from_model):
+            return Expectation(None, f"{first.function} on targets built in the step: no known value at init")
         same = [c for c in calls[1:] if c is not None and c.function == first.function]
         return expected_initial_loss(first, same)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
+from collections.abc import Container
 from contextlib import nullcontext
 from typing import Any, NamedTuple
 
@@ -264,10 +264,7 @@ class InputIndependenceCheck(SanityCheck):
             targets = {key for key, tensor in batch_entries(batch) if tensor is context.split(batch)[1]}
             if context.target_guessed() and _model_reads(context, model, batch, targets):
                 named = ", ".join(f"batch[{key!r}]" for key in sorted(targets, key=str))
-                raise CheckSkipped(
-                    f"{named} is read by the model and by no loss as a target: nothing to pair inputs with "
-                    "(pass `target_key`)."
-                )
+                raise CheckSkipped(f"{named} is read by the model, as no loss's target (pass `target_key`).")
         swap = [c.target is not None and c.target_from(input_key) for c in calls]
         source = dict(batch_entries(batch)).get(input_key)
         flat = source.detach().flatten() if isinstance(source, Tensor) else None
@@ -300,7 +297,7 @@ class InputIndependenceCheck(SanityCheck):
                 c.target.detach() if s and c.target is not None else None
                 for c, s in zip(recorder.calls, swap)
             ]
-            moved = map_tensors(batch, functools.partial(_permute, perm=perm, fixed=fixed))
+            moved = _take(batch, perm, len(perm), fixed)
             with (
                 perturbed("inputs given to other samples"),
                 LossRecorder(targets=targets) if any(swap) else nullcontext(),
@@ -308,9 +305,7 @@ class InputIndependenceCheck(SanityCheck):
                 try:
                     record.append(context.optimization_step(model, optimizers, moved, step))
                 except TargetSwapError as err:
-                    raise CheckSkipped(
-                        f"a target computed from the input could not be kept ({err})."
-                    ) from err
+                    raise CheckSkipped(f"a target built from the input could not be kept ({err}).") from err
 
     @staticmethod
     def _evaluate(
@@ -351,7 +346,7 @@ def _input_as_prediction(context: CheckContext, chunks: list[Any]) -> Gain | Non
                 served.update(x=x, used=False)
                 own.append(context.training_loss(model, chunk, i).float())
                 shift = torch.roll(torch.arange(size), 1)
-                other = map_tensors(chunk, functools.partial(_permute, perm=shift, fixed=set()))
+                other = _take(chunk, shift, size)
                 moved.append(context.training_loss(model, other, i).float())
                 if not served["used"]:
                     return None
@@ -370,10 +365,15 @@ def _one_target_for_all(batches: list[Any], keys: set[Any]) -> bool:
     return bool(targets) and all(len(t) > 1 and bool((t == t[:1]).all()) for t in targets)
 
 
-def _permute(tensor: Tensor, perm: Tensor, fixed: set[int]) -> Tensor:
-    if id(tensor) in fixed or tensor.ndim == 0 or tensor.shape[0] != len(perm):
-        return tensor
-    return tensor[perm.to(tensor.device)]
+def _take(batch: Any, rows: Tensor, size: int, fixed: Container[int] = ()) -> Any:
+    """``batch`` with ``rows`` taken of each tensor of leading dim ``size`` (but ids in ``fixed``)."""
+
+    def take(tensor: Tensor) -> Tensor:
+        if id(tensor) in fixed or tensor.ndim == 0 or tensor.shape[0] != size:
+            return tensor
+        return tensor[rows.to(tensor.device)]
+
+    return map_tensors(batch, take)
 
 
 def _seed(seed: int) -> None:
@@ -388,13 +388,7 @@ def _chunks(batch: Any, context: CheckContext, count: int) -> list[Any]:
     size = batch_size_of(batch, context.keys()[0]) or 1
     pieces = max(1, min(count, size // 2))
     bounds = [round(i * size / pieces) for i in range(pieces + 1)]
-
-    def cut(tensor: Tensor, part: slice) -> Tensor:
-        return tensor[part] if tensor.ndim > 0 and tensor.shape[0] == size else tensor
-
-    return [
-        map_tensors(batch, functools.partial(cut, part=slice(a, b))) for a, b in itertools.pairwise(bounds)
-    ]
+    return [_take(batch, torch.arange(a, b), size) for a, b in itertools.pairwise(bounds)]
 
 
 def _model_reads(context: CheckContext, model: Any, batch: Any, keys: set[Any]) -> bool:

@@ -101,9 +101,7 @@ class LossCheck(SanityCheck):
         }
         details: dict[str, Any] = {"measured": initial, "loss_function": first.call and first.call.function}
         details |= {key: {"status": part.status, **part.details} for key, part in parts.items()}
-        details |= {
-            k: parts["targets"].details.get(k) for k in ("dropped", "ignored_as_padding", "unchecked")
-        }
+        details |= parts["targets"].details
         details["parts"] = {key: part.status for key, part in parts.items()}
         order: tuple[Status, ...] = ("fail", "warn", "pass", "inconclusive")
         status = next((s for s in order if s in details["parts"].values()), None)
@@ -118,11 +116,9 @@ class LossCheck(SanityCheck):
         call = probes[0].call
         if call is None or call.function not in CLASSIFICATION:
             return Finding("n/a", "no classification loss call")
-        same = [
-            (p, b) for p, b in zip(probes, batches) if p.call is not None and p.call.function == call.function
-        ]
-        seen = [(p.call, b) for p, b in same]
-        evidence = [label_evidence(p.call, p.call_grad) for p, _ in same if p.call is not None]
+        same = [(p, b) for p, b in zip(probes, batches) if getattr(p.call, "function", None) == call.function]
+        seen = [(p.call, b) for p, b in same if p.call is not None]
+        evidence = [label_evidence(c, p.call_grad) for (p, _), (c, _) in zip(same, seen)]
         merged: dict[Any, list[Any]] = {}  # [label, count, moved, saturated, batches in, batches dropped]
         for index, found in enumerate(evidence):
             for label in found or []:
