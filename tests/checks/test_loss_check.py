@@ -486,8 +486,8 @@ def test_a_bounded_regression_head_below_its_targets_fails_with_the_floor(loss):
     model = SquashedRegressor(loss_fn=getattr(F, loss))
     result = _run(model, _regression(scale=1.0, shift=3.0))  # targets around 3, outputs in [0, 1]
     assert result.status == "fail", result.message
-    assert "outside that range" in result.details["floor"]["how"] and "bounded activation" in result.action
-    assert result.details["floor"]["floor"] > 0
+    assert "outside the head's range" in result.details["floor"]["how"], result.details["floor"]
+    assert result.details["floor"]["floor"] > 0 and "bounded activation" in result.action
 
 
 def test_a_bounded_regression_head_with_targets_in_its_range_passes():

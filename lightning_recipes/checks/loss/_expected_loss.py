@@ -30,8 +30,7 @@ def is_prior_output(kl_to_prediction: float, kl_to_uniform: float, categories: i
 
 @dataclass(frozen=True)
 class Expectation:
-    """What an untrained model should score: ``value``, the long ``source`` (why not, when ``value`` is
-    ``None``), a short ``label`` (``"ln 10"``)."""
+    """What an untrained model scores: ``value``, ``source`` (else why not), a short ``label`` (``ln 10``)."""
 
     value: float | None
     source: str
@@ -73,8 +72,7 @@ def loss_call_for(calls: Sequence[LossCall], loss: Tensor) -> LossCall | None:
 
 @dataclass(frozen=True)
 class LossFloor:
-    """The lowest loss reachable (as reduced), whether an input bound causes it, why, the loss's own minimum,
-    a fix."""
+    """The lowest loss reachable (as reduced), whether an input bound causes it, why, own minimum, a fix."""
 
     value: float
     bounded: bool
@@ -103,8 +101,7 @@ def known_floor(calls: Sequence[LossCall], loss: Tensor) -> LossFloor | None:
 
 
 def own_floor(call: LossCall) -> tuple[float, str] | None:
-    """The lowest value of one recorded loss call over every prediction, as reduced, and what it is (0, or the
-    targets' entropy; the guide lists them); ``None`` when not known."""
+    """The lowest value of one loss call over every prediction, as reduced, and what it is; else ``None``."""
     reduction = call.kwargs.get("reduction", "mean")
     if call.function in REGRESSION or call.function == "nll_loss":
         return 0.0, "0"
@@ -138,8 +135,7 @@ def own_floor(call: LossCall) -> tuple[float, str] | None:
 
 
 def ce_floor(classes: int, smoothing: float, spread: float) -> float:
-    """The lowest per-sample cross-entropy over ``classes`` with label smoothing and logits spanning at most
-    ``spread`` (``math.inf``: the smoothed target's entropy, 0 without smoothing)."""
+    """Lowest per-sample cross-entropy over ``classes``, label smoothing given, logit spread <= ``spread``."""
     top = 1 - smoothing + smoothing / classes
     best = math.inf if smoothing <= 0 else math.log(top * (classes - 1) / (1 - top))
     s = min(best, spread)
@@ -157,8 +153,7 @@ def reduced(per_element: Tensor, reduction: str) -> float:
 
 
 def expected_initial_loss(call: LossCall, batches: Sequence[LossCall] = ()) -> Expectation:
-    """The loss an untrained model should score for ``call`` (``ln C``, ``ln 2`` per output, or the prior's
-    entropy; else why not); ``batches``: the same call on more batches."""
+    """The loss an untrained model scores on ``call`` (``ln C``, ``ln 2``, prior entropy; else why not)."""
     if call.function in ("cross_entropy", "nll_loss"):
         return _categorical(call, [call, *batches])
     if call.function in ("binary_cross_entropy_with_logits", "binary_cross_entropy"):

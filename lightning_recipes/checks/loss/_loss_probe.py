@@ -1,5 +1,4 @@
-"""What one ``training_step`` shows of its loss: a floor from a bounded input, the gradient per target value,
-the loss along a descent ray, the scale of regression targets."""
+"""What one ``training_step`` shows of its loss: bounded inputs, gradients per target value, a descent ray."""
 
 from __future__ import annotations
 
@@ -158,10 +157,8 @@ def _distance(call: LossCall, reduction: str, bounds: Bounds) -> LossFloor | Non
     floor = reduced(_DISTANCE_LOSSES[call.function](distance, call.kwargs), reduction)
     if floor <= 1e-12:
         return None
-    how = (
-        f"the regression head comes from {bounds.how} ([{bounds.low:g}, {bounds.high:g}]) while "
-        f"{float((distance > 0).double().mean()):.0%} of the targets lie outside that range"
-    )
+    outside = float((distance > 0).double().mean())  # sync: once
+    how = f"{outside:.0%} of targets outside the head's range [{bounds.low:g}, {bounds.high:g}], {bounds.how}"
     fix = "Drop the bounded activation on the regression output, or scale the targets into its range."
     return LossFloor(floor, True, how, 0.0, fix)
 
@@ -186,8 +183,7 @@ def _ce(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | No
 
 
 def _bce(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | None:
-    """Logits bounded in range, or probabilities bounded in range (a double sigmoid) or in sum (a softmax
-    across multi-label outputs)."""
+    """Logits or probabilities bounded in range (a double sigmoid) or in sum (a softmax over multi-label)."""
     logits = call.function == "binary_cross_entropy_with_logits"
     if (call.kwargs.get("pos_weight") is not None) if logits else (bounds is None):
         return None

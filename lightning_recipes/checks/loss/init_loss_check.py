@@ -73,10 +73,7 @@ class InitLossCheck(SanityCheck):
         check_positive("high_rtol", high_rtol)
         check_in_range("low_rtol", low_rtol, 0, 1, low_open=True, high_open=True)
         if warn_rtol > min(high_rtol, low_rtol):
-            raise ValueError(
-                f"`warn_rtol` must not exceed `high_rtol` and `low_rtol`, got {warn_rtol!r} > "
-                f"{min(high_rtol, low_rtol)!r}."
-            )
+            raise ValueError(f"`warn_rtol` must not exceed `high_rtol` or `low_rtol`, got {warn_rtol!r}.")
         self.expected_loss = expected_loss
         self.num_classes = num_classes
         self.num_batches = num_batches

@@ -29,6 +29,7 @@ COPIES = ("real", "inputs_removed", "targets_permuted")
 
 #: One-sided confidence of every bound the check states (1% false-alarm odds per question).
 CONFIDENCE = 0.99
+_Copies = list[tuple[Any, list[torch.optim.Optimizer]]]  # (model, its optimizers) per copy
 
 
 class LossDrop(NamedTuple):
@@ -66,8 +67,7 @@ def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
 
 
 class Gain(NamedTuple):
-    """The real copy's held-out gain over a control, ``(control - real) / max(|control|, |real|)`` of the
-    means (0 when both are 0), with its one-sided :data:`CONFIDENCE` bounds from the paired differences."""
+    """The real copy's gain over a control, ``(control - real) / max(|control|, |real|)`` of the means."""
 
     gain: float
     noise: float  # standard error of the gain
@@ -91,8 +91,7 @@ def held_out_gain(real: Tensor, control: Tensor) -> Gain:
 
 
 def training_gain(real: list[Tensor], control: list[Tensor], blocks: int = 8) -> Gain:
-    """The real copy's training-loss gain over a control's on the same batches, as a share, with the noise of
-    ``blocks`` block means of the paired differences (neighbouring steps are correlated)."""
+    """The real copy's training-loss gain over a control's, with the noise of ``blocks`` block means."""
     pairs = torch.stack([torch.stack([r.float(), c.float()]) for r, c in zip(real, control)]).double().cpu()
     count = len(pairs) // blocks * blocks
     if count < blocks or not bool(torch.isfinite(pairs).all()):
@@ -276,7 +275,7 @@ class InputIndependenceCheck(SanityCheck):
     def _step(
         self,
         context: CheckContext,
-        copies: list[tuple[Any, list[torch.optim.Optimizer]]],
+        copies: _Copies,
         batch: Any,
         perms: list[Tensor | None],
         step: int,
@@ -308,9 +307,7 @@ class InputIndependenceCheck(SanityCheck):
                     raise CheckSkipped(f"a target built from the input could not be kept ({err}).") from err
 
     @staticmethod
-    def _evaluate(
-        context: CheckContext, copies: list[tuple[Any, list[torch.optim.Optimizer]]], chunks: list[Any]
-    ) -> Tensor:
+    def _evaluate(context: CheckContext, copies: _Copies, chunks: list[Any]) -> Tensor:
         rows = []
         for model, _ in copies:
             model.eval()
@@ -392,8 +389,7 @@ def _chunks(batch: Any, context: CheckContext, count: int) -> list[Any]:
 
 
 def _model_reads(context: CheckContext, model: Any, batch: Any, keys: set[Any]) -> bool:
-    """Whether the model's output seen in ``training_step`` changes when the entries ``keys`` alone are
-    rolled by one row (seeded, no gradients)."""
+    """Whether the step's model output changes when only the entries ``keys`` roll by one row (seeded)."""
     size = batch_size_of(batch) or 0
     roll = torch.roll(torch.arange(size), 1)
     moved = {

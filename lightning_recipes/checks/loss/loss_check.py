@@ -1,6 +1,5 @@
 """Check what a correct loss must satisfy, without training: every target value moves it, its floor is its
-own minimum, regression targets are on the output's scale, it is bounded below, and it scores each prediction
-against its own sample's target (no broadcast pairs rows of different samples)."""
+own minimum, targets on the output's scale, bounded below, each prediction scored against its own target."""
 
 from __future__ import annotations
 
@@ -108,8 +107,7 @@ class LossCheck(SanityCheck):
         if status is None:
             raise CheckSkipped("no part of the loss check applies to this loss.")
         lead = next(p for p in parts.values() if p.status == status)
-        summary = f"loss {initial:.4g} at init: {lead.summary}"
-        return self.verdict(status, summary, details, action=lead.action)
+        return self.verdict(status, f"loss {initial:.4g} at init: {lead.summary}", details, lead.action)
 
     @staticmethod
     def _targets(probes: Sequence[LossProbe], batches: Sequence[Any]) -> Finding:
