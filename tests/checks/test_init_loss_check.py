@@ -273,7 +273,6 @@ def test_a_scaled_head_above_ln_c_by_design_is_inconclusive_unless_the_user_stat
     assert told.status in ("warn", "fail") and "output_layer_scaled" not in told.details, told.summary
 
 
-# ------------------------------------------------------------- the helpers' own examples (ex-doctests)
 def test_a_recorded_cross_entropy_expects_ln_c():
     with record_loss_calls() as calls:
         F.cross_entropy(torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]))

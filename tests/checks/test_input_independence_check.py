@@ -282,7 +282,6 @@ def test_the_permuted_target_control_decides_when_moved_inputs_do_worse(sorted_a
     assert permuted["low"] <= 0 and permuted["high"] < result.details["min_improvement"]
 
 
-# ------------------------------------------------------------- the helpers' own examples (ex-doctests)
 def test_held_out_gain_is_a_share_with_student_t_bounds():
     real, control = torch.tensor([1.0, 1.1, 0.9, 1.0]), torch.tensor([2.0, 2.2, 1.9, 2.1])
     gain = held_out_gain(real, control)

@@ -622,7 +622,6 @@ def test_a_prediction_broadcast_against_every_target_of_the_batch_fails_and_its_
     )  # by hand: nothing says which tensor is the target
 
 
-# ------------------------------------------------------------- the helpers' own examples (ex-doctests)
 def test_falls_without_bound_along_tenfold_steps():
     assert falls_without_bound([-1.0, -2.0, -101.0, -1e4, -1e6, -1e8])  # -mse along the descent
     assert not falls_without_bound([2.3, 0.4, 1e-3, 1e-5, 0.0, 0.0])  # cross-entropy: bounded by 0

@@ -360,7 +360,6 @@ def test_a_validation_step_that_cannot_take_the_training_batch_does_not_stop_the
     assert result["overfit_batch"].status == "pass", result["overfit_batch"].message
 
 
-# ------------------------------------------------------------- the helpers' own examples (ex-doctests)
 def test_probabilities_into_cross_entropy_have_a_bounded_floor():
     with record_loss_calls() as calls:
         F.cross_entropy(torch.zeros(6, 3, requires_grad=True).softmax(-1), torch.tensor([0, 1, 2, 0, 1, 2]))
