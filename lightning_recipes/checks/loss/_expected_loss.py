@@ -50,8 +50,7 @@ def target_of(call: LossCall) -> Tensor:
 def record_loss_calls(
     inspect_input: Callable[[Tensor], Any] | None = None, batch: Any = None
 ) -> Generator[list[LossCall], None, None]:
-    """Record every call of :data:`KINDS` inside the block (``inspect_input`` runs on each prediction at call
-    time; with ``batch``, each call names its entries). Cost: a Python hook on each torch call in it."""
+    """Record each call of :data:`KINDS` in the block; ``inspect_input`` sees each prediction (a hook)."""
     with LossRecorder(batch, functions=KINDS, inspect_output=inspect_input) as recorder:
         yield recorder.calls
 

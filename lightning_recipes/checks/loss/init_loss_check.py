@@ -138,7 +138,7 @@ class InitLossCheck(SanityCheck):
                     return self.verdict("inconclusive", summary, details, action=action)
             action = f"The loss is summed instead of averaged over {summed} targets: use reduction='mean'."
             if not summed:
-                action = "Zero or scale down the output layer (and its bias), or drop extra loss terms."
+                action = "Zero or scale down an output layer initialised too large, or drop extra loss terms."
             return self.verdict(status, f"{stated}: too high", details, action=action)
         if ratio < warn_low:
             # The batch's own labels predicted by an untrained model: a leak or pretrained weights, which this

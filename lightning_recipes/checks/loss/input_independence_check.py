@@ -191,11 +191,13 @@ class InputIndependenceCheck(SanityCheck):
             look = min(2 * step, self.max_steps)
         learned = loss_drop(losses[0], len(train))
         details: dict[str, Any] = {"measured": permuted.gain, "noise": permuted.noise, "steps": step}
-        details |= {"looks": looks, "learned": learned.fell, "train_loss_drop": learned.drop}
-        details |= {"gain_over_targets_permuted": permuted._asdict(), "min_improvement": self.min_improvement}
-        details |= {"gain_over_inputs_removed": removed._asdict()}
-        details["training_gain_over_targets_permuted"] = fitted._asdict()
-        details["evaluated_on"] = source + ("; controls trained on the real targets" if any(swap) else "")
+        details |= {"held_out_loss": dict(zip(COPIES, means)), "looks": looks, "learned": learned.fell}
+        details |= {"gain_over_targets_permuted": permuted._asdict(), "confidence": CONFIDENCE}
+        details |= {"gain_over_inputs_removed": removed._asdict(), "train_loss_drop": learned.drop}
+        details |= {"training_gain_over_targets_permuted": fitted._asdict(), "max_steps": self.max_steps}
+        details |= {"min_improvement": self.min_improvement, "held_out_chunks": len(chunks)}
+        details |= {"targets_kept_for_controls": any(swap), "evaluated_on": source}
+        details["evaluated_on"] += "; controls trained on the real targets" if any(swap) else ""
         stated = f"held-out loss {means[0]:.4g} real vs {means[2]:.4g} permuted, {means[1]:.4g} no inputs"
         if passed:
             return self.verdict("pass", f"{stated} after {step} steps", details)
@@ -342,8 +344,7 @@ def _input_as_prediction(context: CheckContext, chunks: list[Any]) -> Gain | Non
                     return None
                 served.update(x=x, used=False)
                 own.append(context.training_loss(model, chunk, i).float())
-                shift = torch.roll(torch.arange(size), 1)
-                other = _take(chunk, shift, size)
+                other = _take(chunk, torch.roll(torch.arange(size), 1), size)
                 moved.append(context.training_loss(model, other, i).float())
                 if not served["used"]:
                     return None

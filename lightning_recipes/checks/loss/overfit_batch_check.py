@@ -106,8 +106,8 @@ class OverfitBatchCheck(SanityCheck):
         target = _target(initial, known, self.target_ratio)
         peak = max((g.get("lr", 0.0) for o in built.optimizers for g in o.param_groups), default=0.0)
         reached = max((s.lr for s in fit.steps), default=0.0)
-        details |= {"initial": initial, "best": best, "target": target, "steps": len(values)}
-        details["curve"] = [round(v, 5) for v in values]
+        details |= {"initial": initial, "best": best, "final": values[-1], "target": target}
+        details |= {"steps": len(values), "curve": [round(v, 5) for v in values], "optimizer": fit.optimizers}
         if initial != 0 and math.isfinite(best):
             details["measured"] = best / initial
         fell = f"loss {initial:.4g} -> best {best:.4g} in {len(values)} steps on {on}"
