@@ -1,15 +1,6 @@
 """A safety cap per check (:func:`time_budget`), reported as such when it stops a check. It counts the
 checking thread's CPU time, so other busy processes do not cut a check short; a wall-clock backstop at
-:data:`WALL_FACTOR` times the cap stops a check that waits instead of computing.
-
-Example:
-    >>> with time_budget(None):
-    ...     out_of_time()
-    False
-    >>> with time_budget(0.0):
-    ...     out_of_time()
-    True
-"""
+:data:`WALL_FACTOR` times the cap stops a check that waits instead of computing."""
 
 from __future__ import annotations
 
@@ -22,26 +13,15 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.modules.module import register_module_forward_pre_hook
 
-from lightning_recipes._names import DEFAULT_TIME_BUDGET
-
-__all__ = [
-    "DEFAULT_TIME_BUDGET",
-    "BudgetExceeded",
-    "budget_seconds",
-    "hard_limit",
-    "holds_compiled_module",
-    "out_of_time",
-    "time_budget",
-]
+from lightning_recipes._names import DEFAULT_TIME_BUDGET as DEFAULT_TIME_BUDGET
 
 WALL_FACTOR = 4.0  # the wall-clock backstop, in multiples of the CPU-time cap
 
-_DEADLINE: ContextVar[float | None] = ContextVar("lightning_recipes_check_deadline", default=None)
-_HARD_DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar(
-    "lightning_recipes_check_hard", default=None
-)
-_BUDGET: ContextVar[float | None] = ContextVar("lightning_recipes_check_budget", default=None)
+#: The innermost budget: (CPU-time deadline, (CPU-time, wall-clock) hard deadlines, seconds), or ``None``s.
+_Open = tuple[float | None, tuple[float, float] | None, float | None]
+_OPEN: ContextVar[_Open] = ContextVar("lightning_recipes_check_budget", default=(None, None, None))
 _HOOK_LOCK = threading.Lock()
 _HOOK: dict[str, Any] = {"users": 0, "handle": None}  # the global pre-hook, shared by every open budget
 
@@ -51,12 +31,7 @@ class BudgetExceeded(BaseException):
 
 
 def hard_limit(seconds: float) -> float:
-    """Seconds after which a check that ignores its ``seconds`` budget is stopped: ``B + max(2, B / 2)``.
-
-    Example:
-        >>> hard_limit(10.0), hard_limit(1.0)
-        (15.0, 3.0)
-    """
+    """Seconds after which a check that ignores its ``seconds`` budget is stopped: ``B + max(2, B / 2)``."""
     return seconds + max(2.0, seconds / 2)
 
 
@@ -74,13 +49,11 @@ def time_budget(seconds: float | None, model: nn.Module | None = None) -> Genera
         handles = [m.register_forward_pre_hook(_stop_when_past_hard_deadline) for m in model.modules()]
     elif hard is not None:
         _hook_users(+1)
-    tokens = (_DEADLINE.set(deadline), _HARD_DEADLINE.set(hard), _BUDGET.set(seconds))
+    token = _OPEN.set((deadline, hard, seconds))
     try:
         yield
     finally:
-        _DEADLINE.reset(tokens[0])
-        _HARD_DEADLINE.reset(tokens[1])
-        _BUDGET.reset(tokens[2])
+        _OPEN.reset(token)
         for handle in handles:
             handle.remove()
         if hard is not None and not local:
@@ -88,12 +61,7 @@ def time_budget(seconds: float | None, model: nn.Module | None = None) -> Genera
 
 
 def holds_compiled_module(model: nn.Module) -> bool:
-    """Whether ``model`` or a submodule is compiled (``torch.compile(module)`` or ``module.compile()``).
-
-    Example:
-        >>> holds_compiled_module(nn.Sequential(nn.Linear(2, 2)))
-        False
-    """
+    """Whether ``model`` or a submodule is compiled (``torch.compile(module)`` or ``module.compile()``)."""
     from torch._dynamo.eval_frame import OptimizedModule
 
     return any(
@@ -104,23 +72,22 @@ def holds_compiled_module(model: nn.Module) -> bool:
 
 def out_of_time() -> bool:
     """Whether the innermost budget is spent."""
-    deadline = _DEADLINE.get()
+    deadline = _OPEN.get()[0]
     return deadline is not None and time.thread_time() >= deadline
 
 
 def budget_seconds() -> float | None:
     """The innermost budget's length in seconds (for messages), or ``None``."""
-    return _BUDGET.get()
+    return _OPEN.get()[2]
 
 
 def _stop_when_past_hard_deadline(module: nn.Module, args: Any) -> None:
     if torch.compiler.is_compiling():  # traced into a compiled graph: a no-op there, not a graph break
         return
-    hard = _HARD_DEADLINE.get()
+    _, hard, seconds = _OPEN.get()
     if hard is not None and (time.thread_time() > hard[0] or time.perf_counter() > hard[1]):
-        raise BudgetExceeded(
-            f"past the hard limit of its {_BUDGET.get()} s time budget (in {type(module).__name__}.forward)"
-        )
+        where = f"in {type(module).__name__}.forward"
+        raise BudgetExceeded(f"past the hard limit of its {seconds} s time budget ({where})")
 
 
 def _hook_users(change: int) -> None:
@@ -128,9 +95,7 @@ def _hook_users(change: int) -> None:
     with _HOOK_LOCK:
         _HOOK["users"] += change
         if _HOOK["users"] > 0 and _HOOK["handle"] is None:
-            _HOOK["handle"] = nn.modules.module.register_module_forward_pre_hook(
-                _stop_when_past_hard_deadline
-            )
+            _HOOK["handle"] = register_module_forward_pre_hook(_stop_when_past_hard_deadline)
         elif _HOOK["users"] == 0 and _HOOK["handle"] is not None:
             _HOOK["handle"].remove()
             _HOOK["handle"] = None

@@ -6,22 +6,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["IGNORE_INDEX", "infer_num_classes"]
-
 IGNORE_INDEX = -100  # torch's cross_entropy default; such targets are padding, not classes
 
 
 def infer_num_classes(output: Tensor | None, targets: Tensor | None) -> tuple[int, str] | None:
     """``(C, how)`` when ``output`` looks like classification logits for ``targets`` (also channel-first,
-    flattened ``[B*S, V]`` or soft targets), else ``None``.
-
-    Example:
-        >>> import torch
-        >>> infer_num_classes(torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]))
-        (10, 'logits [4, 10] for integer targets [4]')
-        >>> infer_num_classes(torch.zeros(4, 1), torch.rand(4, 1)) is None
-        True
-    """
+    flattened ``[B*S, V]`` or soft targets), else ``None``."""
     if output is None or targets is None or not torch.is_floating_point(output) or output.ndim < 1:
         return None
     out_shape, tgt_shape = list(output.shape), list(targets.shape)

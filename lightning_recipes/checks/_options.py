@@ -10,14 +10,6 @@ from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET
 from lightning_recipes.harness.batches import Key, check_key
 from lightning_recipes.harness.run_length import check_run_length
 
-__all__ = [
-    "DEFAULT_TOTAL_TIME_BUDGET",
-    "ON_FAIL",
-    "PreflightOptions",
-    "TimeBudget",
-    "check_time_budget",
-]
-
 #: What a failed check does when checks run inside ``trainer.fit``.
 ON_FAIL = ("raise", "warn")
 #: The default safety cap on a whole preflight, in seconds (the checks' fixed work takes <= 30 s on the
@@ -28,15 +20,7 @@ TimeBudget = float | None | Literal["default"]
 
 
 def check_time_budget(name: str, value: Any, *, allow_default: bool = False) -> None:
-    """A budget is a positive number of seconds, ``None`` (unlimited) or, for a check, ``"default"``.
-
-    Example:
-        >>> check_time_budget("time_budget", "default", allow_default=True)
-        >>> check_time_budget("time_budget", "default")
-        Traceback (most recent call last):
-        ...
-        ValueError: `time_budget` must be a positive number of seconds, None (unlimited), got 'default'.
-    """
+    """A budget is a positive number of seconds, ``None`` (unlimited) or, for a check, ``"default"``."""
     if value is None or (allow_default and value == "default"):
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -49,21 +33,8 @@ def check_time_budget(name: str, value: Any, *, allow_default: bool = False) -> 
 
 @dataclass(frozen=True)
 class PreflightOptions:
-    """The options of one preflight run, validated at construction (fields: the guide's *Options* table).
-
-    Raises:
-        ValueError: For ``num_classes < 2``, ``num_threads < 1``, a non-integer ``seed``, a bad key or budget,
-            or ``max_epochs``/``max_steps`` not None or an integer >= 1.
-        TypeError: If ``progress``, ``print_report`` or ``verbose`` is not a bool.
-
-    Example:
-        >>> PreflightOptions(seed=3, num_threads=1).time_budget
-        30.0
-        >>> PreflightOptions(num_classes=1)
-        Traceback (most recent call last):
-        ...
-        ValueError: `num_classes` must be an integer >= 2, got 1.
-    """
+    """The options of one preflight run, validated at construction (fields: the guide's *Options* table);
+    a bad value raises ``ValueError`` (``TypeError`` for a flag that is not a bool)."""
 
     input_key: Key = None
     target_key: Key = None

@@ -19,30 +19,13 @@ from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import batch_size_of, slice_batch
 from lightning_recipes.harness.forward_capture import step_output, takes_more_than_the_input
 
-__all__ = [
-    "Finding",
-    "entries",
-    "first_of",
-    "first_samples",
-    "held_out_split",
-    "keeping_statistics",
-    "listed",
-    "model_output",
-    "replace_entries",
-    "seed_all",
-    "seeded",
-    "until_it_reacts",
-    "worst",
-]
-
 T = TypeVar("T")
 LOOKS = 3  # at init, then after one and two optimizer steps on the copy
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One part of a check's verdict: ``status`` (``"n/a"`` when the part does not apply), one sentence with
-    the numbers, the evidence, one action."""
+    """One part of a check's verdict: ``status`` (``"n/a"``: does not apply), summary, evidence, action."""
 
     status: str
     summary: str
@@ -65,10 +48,8 @@ def first_samples(context: CheckContext, count: int) -> tuple[Any, Tensor | None
 def held_out_split(
     context: CheckContext, num_batches: int, num_eval_batches: int, num_samples: int | None
 ) -> tuple[list[Any], list[Any], bool]:
-    """Training and held-out batches: the validation loader's (then ``True``), else the last training ones.
-
-    Raises:
-        CheckSkipped: If there is no validation loader and fewer than 2 training batches."""
+    """Training and held-out batches: the validation loader's (then ``True``), else the last training ones;
+    :class:`CheckSkipped` without a validation loader and 2 training batches."""
     held_out = context.val_batches(num_eval_batches)
     if held_out:
         return context.read_train_batches(num_batches, num_samples), held_out, True
@@ -80,12 +61,7 @@ def held_out_split(
 
 
 def entries(batch: Any) -> list[tuple[Any, str, Tensor]]:
-    """``(key, label, tensor)`` for every tensor at the top level of ``batch`` (key ``None``: a tensor batch).
-
-    Example:
-        >>> [(k, label) for k, label, _ in entries({"x": torch.zeros(1), "n": 3})]
-        [('x', "batch['x']")]
-    """
+    """``(key, label, tensor)`` of each top-level tensor of ``batch`` (key ``None``: a tensor batch)."""
     if isinstance(batch, Tensor):
         return [(None, "batch", batch)]
     if isinstance(batch, Mapping):
@@ -96,12 +72,7 @@ def entries(batch: Any) -> list[tuple[Any, str, Tensor]]:
 
 
 def replace_entries(batch: Any, changes: dict[Any, Tensor]) -> Any:
-    """A new batch with the entries ``changes`` names replaced (key ``None``: the batch is that tensor).
-
-    Example:
-        >>> replace_entries((torch.zeros(1), torch.zeros(1)), {1: torch.ones(1)})[1].tolist()
-        [1.0]
-    """
+    """A new batch with the entries ``changes`` names replaced (key ``None``: the batch is that tensor)."""
     if isinstance(batch, Tensor):
         return changes[None]
     if isinstance(batch, Mapping):
@@ -145,8 +116,8 @@ def until_it_reacts(
     measure: Callable[[], T],
     reacts: Callable[[T], bool],
 ) -> tuple[T, int]:
-    """``measure()`` at init and, while ``reacts`` says the output ignores its inputs (a zero-initialised
-    head), after one and two optimizer steps of the copy on ``batch``; the last measurement and the steps."""
+    """``measure()`` at init and, while not ``reacts`` (a zero-initialised head), after one and two optimizer
+    steps of the copy on ``batch``; the last measurement and the steps."""
     optimizers, steps, found = None, 0, measure()
     while not reacts(found) and steps < LOOKS - 1 and model.automatic_optimization:
         was_training = model.training
@@ -160,12 +131,7 @@ def until_it_reacts(
 
 
 def listed(names: list[str], width: int = 48) -> str:
-    """``names`` for a summary, within about ``width`` characters, with how many more (details hold all).
-
-    Example:
-        >>> listed(["encoder.weight", "encoder.bias", "head.weight"], width=30)
-        'encoder.weight, encoder.bias +1'
-    """
+    """``names`` for a summary, within about ``width`` characters, with how many more (details hold all)."""
     shown: list[str] = []
     for name in names:
         if shown and sum(len(n) + 2 for n in shown) + len(name) > width:
@@ -182,13 +148,7 @@ def worst(verdicts: dict[str, NoiseVerdict]) -> tuple[str, NoiseVerdict]:
 
 def keeping_statistics(model: torch.nn.Module, forward: Callable[[], Any]) -> list[torch.nn.Module]:
     """The training-mode modules that keep batch statistics: BatchNorm, and any whose float buffers one
-    forward changes (the buffers are put back).
-
-    Example:
-        >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
-        >>> [type(m).__name__ for m in keeping_statistics(net, lambda: net(torch.randn(4, 2)))]
-        ['BatchNorm1d']
-    """
+    forward changes (the buffers are put back)."""
     norms: list[torch.nn.Module] = [m for m in model.modules() if isinstance(m, _BatchNorm) and m.training]
     owned = [
         (m, name, b.detach().clone())

@@ -6,7 +6,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_only
@@ -22,15 +22,8 @@ from lightning_recipes.harness.isolation import cpu_threads
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = [
-    "RunnableCheck",
-    "enforce",
-    "log_results",
-    "progress_line",
-    "run_checks",
-    "run_in_trainer",
-    "unsupported_strategy",
-]
+    from lightning_recipes.checks.base import SanityCheck
+
 
 #: Seconds kept back for each check still to run when a check's budget is cut to fit the total.
 RESERVE_PER_CHECK = 0.5
@@ -38,30 +31,15 @@ RESERVE_PER_CHECK = 0.5
 MIN_CHECK_BUDGET = 1.0
 
 
-class RunnableCheck(Protocol):
-    """What the runner needs of a check (:class:`~lightning_recipes.checks.SanityCheck` is one)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def resolved_budget(self, default: float | None) -> float | None: ...
-
-    def run(self, context: CheckContext, *, default_budget: float | None) -> CheckResult: ...
-
-
 def run_checks(
-    checks: Sequence[RunnableCheck],
+    checks: Sequence[SanityCheck],
     context: CheckContext,
     options: PreflightOptions,
     *,
     console: Console | None = None,
     draw: bool = True,
 ) -> PreflightReport:
-    """Run each check on the shared context and collect a report.
-
-    ``options`` sets the threads (restored after), each default-budget check's seconds, the whole run's cap
-    (a check gets what is left, less :data:`RESERVE_PER_CHECK` per check to come, at least
-    :data:`MIN_CHECK_BUDGET`) and the transient progress line on ``console`` (default stderr)."""
+    """Run each check on the shared context, within ``options``' threads and budgets; collect a report."""
     started = time.perf_counter()
     results: list[CheckResult] = []
     progress, total_time_budget = options.progress, options.total_time_budget
@@ -88,14 +66,7 @@ def run_checks(
 def progress_line(
     index: int, total: int, name: str, budget: float | None, result: CheckResult | None = None
 ) -> str:
-    """The line logged (DEBUG) as check ``index`` (0-based) of ``total`` starts (``result=None``) or ends.
-
-    Example:
-        >>> progress_line(4, 6, "overfit_batch", 8.0)
-        'preflight [5/6] overfit_batch: running (budget 8 s)'
-        >>> progress_line(4, 6, "overfit_batch", 8.0, CheckResult("overfit_batch", "pass", "", seconds=2.34))
-        'preflight [5/6] overfit_batch: PASS in 2.3 s'
-    """
+    """The line logged (DEBUG) as check ``index`` (0-based) of ``total`` starts (``result=None``) or ends."""
     head = f"preflight [{index + 1}/{total}] {name}:"
     if result is None:
         return f"{head} running ({'no budget' if budget is None else f'budget {budget:g} s'})"
@@ -105,7 +76,7 @@ def progress_line(
 
 
 def run_in_trainer(
-    checks: Sequence[RunnableCheck],
+    checks: Sequence[SanityCheck],
     trainer: pl.Trainer,
     pl_module: pl.LightningModule,
     options: PreflightOptions,
@@ -113,8 +84,8 @@ def run_in_trainer(
     keep: Callable[[PreflightReport], None],
     on_fail: str,
 ) -> bool:
-    """Run ``checks`` with the Trainer's device, precision and loaders, log and print the report, ``keep`` it
-    and :func:`enforce` ``on_fail``; returns whether a check failed on any rank. Cost: one collective call."""
+    """Run ``checks`` with the Trainer's device and loaders, log, print and ``keep`` the report, and
+    :func:`enforce` ``on_fail``; returns whether a check failed on any rank."""
     skipped = [unsupported_strategy(trainer, check.name) for check in checks]
     if all(result is not None for result in skipped):
         report = PreflightReport([result for result in skipped if result is not None])
@@ -131,8 +102,7 @@ def run_in_trainer(
 
 
 def warn_unjudged(report: PreflightReport) -> None:
-    """Warn (rank zero) when a check raised an error or no check could judge the model: neither stops the
-    fit (``on_fail`` is about failed checks), and neither may pass in silence."""
+    """Warn (rank zero) when a check raised an error or no check could judge the model."""
     if report.errors:
         rank_zero_warn(
             "preflight: a check could not finish, so it verified nothing:\n"
@@ -146,12 +116,8 @@ def unsupported_strategy(trainer: pl.Trainer, name: str) -> CheckResult | None:
     """A ``skip`` result under sharded strategies, where a deep copy of a module is not a usable model."""
     strategy = type(trainer.strategy).__name__
     if any(word in strategy for word in ("FSDP", "DeepSpeed", "ModelParallel")):
-        return CheckResult(
-            name,
-            "skip",
-            f"skipped under {strategy}: the parameters are sharded, so a copy is not a runnable model. Run "
-            "`lightning_recipes.preflight(model, ...)` on the unsharded model before fitting.",
-        )
+        summary = f"skipped under {strategy}: the parameters are sharded, so a copy cannot run"
+        return CheckResult(name, "skip", summary, action="Run preflight(model, ...) on the unsharded model.")
     return None
 
 

@@ -34,27 +34,14 @@ from lightning_recipes.harness.batches import Key, check_key
 from lightning_recipes.harness.isolation import preserved_rng
 
 __all__ = [
-    "DEFAULT_TIME_BUDGET",
     "CheckOptions",
     "SanityCheck",
-    "TimeBudget",
-    "check_time_budget",
-    "error_result",
     "perturbed",
 ]
 
 
 def error_result(name: str, err: BaseException) -> CheckResult:
-    """The ``error`` result of check ``name`` that raised ``err``, with where it was raised and what to do.
-
-    Example:
-        >>> try:
-        ...     [][1]
-        ... except IndexError as err:
-        ...     result = error_result("data", err)
-        >>> result.status, result.details["error"]
-        ('error', 'IndexError: list index out of range')
-    """
+    """The ``error`` result of check ``name`` that raised ``err``, with where it was raised and what to do."""
     frames = traceback.extract_tb(err.__traceback__)
     where = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
     if isinstance(err, RuntimeError) and "not attached to a `Trainer`" in str(err):
@@ -66,13 +53,11 @@ def error_result(name: str, err: BaseException) -> CheckResult:
         )
     else:
         action = (
-            "If the error is in your code, pass `input_key`/`target_key` or leave this check out; if it is "
-            "in lightning_recipes, please report it."
+            "If your code raised it, pass `input_key`/`target_key` or leave this check out; else report it."
         )
     summary = f"the check raised {type(err).__name__} and says nothing about the model"
-    return CheckResult(
-        name, "error", summary, {"error": f"{type(err).__name__}: {err}", "where": where}, action=action
-    )
+    details = {"error": f"{type(err).__name__}: {err}", "where": where}
+    return CheckResult(name, "error", summary, details, action=action)
 
 
 def _user_frame(err: BaseException, check: type) -> str | None:
@@ -87,6 +72,7 @@ def _user_frame(err: BaseException, check: type) -> str | None:
     return None
 
 
+_LARGER_BUDGET = "Give it a larger `time_budget=` (or None), or fewer steps/samples in its arguments."
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # lightning_recipes/
 _LIBRARIES = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python")
 
@@ -189,8 +175,7 @@ class SanityCheck(Callback):
     def run(
         self, context: CheckContext, *, default_budget: float | None = DEFAULT_TIME_BUDGET
     ) -> CheckResult:
-        """:meth:`check` seeded, RNG-isolated, timed and capped by its budget (``default_budget`` when
-        ``"default"``); user-code errors become ``inconclusive``, the check's own ``error``."""
+        """:meth:`check` seeded, RNG-isolated, timed and capped; user code raising: ``inconclusive``."""
         budget = self.resolved_budget(default_budget)
         started = time.perf_counter()
         saved_keys = (context.input_key, context.target_key)
@@ -202,7 +187,10 @@ class SanityCheck(Callback):
                 torch.manual_seed(context.seed)
                 result = self.check(context)
         except BudgetExceeded:
-            result = self._stopped(budget, time.perf_counter() - started)
+            took = time.perf_counter() - started
+            capped = {"stopped_by_budget": True, "time_budget_s": budget, "seconds": round(took, 3)}
+            summary = f"stopped by its {budget:g} s safety cap after {took:.1f} s, before its work was done"
+            result = self.verdict("inconclusive", summary, capped, action=_LARGER_BUDGET)
         except (CheckSkipped, CannotRunOnCopy) as reason:  # the check's own skip, or the harness's
             result = self.verdict("skip", f"skipped: {reason}")
         except CheckInconclusive as reason:
@@ -231,14 +219,6 @@ class SanityCheck(Callback):
     def resolved_budget(self, default: float | None = DEFAULT_TIME_BUDGET) -> float | None:
         """This check's budget in seconds: its ``time_budget``, or ``default`` when that is ``"default"``."""
         return default if self.time_budget == "default" else self.time_budget
-
-    def _stopped(self, budget: float | None, seconds: float) -> CheckResult:
-        return self.verdict(
-            "inconclusive",
-            f"stopped by its {budget:g} s safety cap after {seconds:.1f} s, before its work was done",
-            {"stopped_by_budget": True, "time_budget_s": budget, "seconds": round(seconds, 3)},
-            action="Give it a larger `time_budget=` (or None), or fewer steps/samples in its arguments.",
-        )
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -270,8 +270,7 @@ class PreflightReport:
         return "\n".join(line.rstrip() for line in text.rstrip("\n").splitlines())
 
     def print(self, verbose: bool = False, console: Any = None) -> None:
-        """Print the report with rich (colours in a terminal) on ``console`` (default: stdout's), compact
-        unless ``verbose`` (see :meth:`render`)."""
+        """Print the report with rich on ``console`` (default: stdout's), compact unless ``verbose``."""
         if console is None and not has_rich():
             print(self.render(verbose))
         else:
@@ -303,14 +302,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`])")
 
 
 def first_sentence(message: str) -> str:
-    """The message up to its first sentence end (a ``.``, ``!`` or ``?`` before a capital), on one line.
-
-    Example:
-        >>> first_sentence("loss 2.30 at init. Target values: every one moves the loss.")
-        'loss 2.30 at init.'
-        >>> first_sentence("0.2% expected by chance; e.g. 3 of 359")
-        '0.2% expected by chance; e.g. 3 of 359'
-    """
+    """The message up to its first sentence end (a ``.``, ``!`` or ``?`` before a capital), on one line."""
     return _SENTENCE_END.split(" ".join(message.split()), maxsplit=1)[0]
 
 
@@ -336,8 +328,8 @@ def renderable(report: Any, verbose: bool = False) -> Any:
 
 
 def compact_lines(results: list[Any], width: int) -> list[str]:
-    """One line per check (status, name, first sentence cut to the width with an ellipsis), the whole
-    message, wrapped under the verdict's column, for the detailed statuses; rich markup colours the status."""
+    """One line per check (status, name, first sentence cut to ``width``); the whole message, wrapped, for
+    the detailed statuses."""
     status_width = max((len(r.status) for r in results), default=4)
     name_width = max((len(r.name) for r in results), default=4)
     indent = status_width + name_width + 2

@@ -12,11 +12,12 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from galleries.preflight.families import data as gallery
 from galleries.preflight.families._data_models import gaussian, loaders, regression
 from lightning_recipes.checks import CheckContext, DataCheck, preflight
+from lightning_recipes.checks.data.data_check import stored_duplicate_fraction
 from lightning_recipes.checks.report import SUMMARY_LIMIT
 from lightning_recipes.testing import TinyTransformerLM, random_token_loader
 from tests.helpers.saved_results import assert_same_as_saved
@@ -102,6 +103,11 @@ def test_identical_sample_thresholds(copies, status):
     assert result.details["duplicate_samples"] == copies
     if status != "pass":
         assert result.details["stored_duplicate_fraction"] == copies / 256
+
+
+def test_the_stored_duplicate_fraction_reads_the_dataset_tensor_shaped_like_the_inputs():
+    x = torch.arange(40.0).view(10, 4)
+    assert stored_duplicate_fraction(DataLoader(TensorDataset(x, torch.zeros(10))), [x[:2]]) == 0.0
 
 
 class _RepeatsRows(Dataset):

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lightning_recipes.checks.data._relation import Relation, features, lookup_scores, relations
+from lightning_recipes.checks.data._relation import (
+    Relation,
+    features,
+    lookup_scores,
+    neighbours_alike,
+    relations,
+)
 from lightning_recipes.checks.data.data_check import _label_shift, scan_samples
 
 
@@ -39,6 +45,12 @@ def test_images_are_pooled_to_16x16():
     assert features(torch.zeros(2, 1, 8, 8)).shape == (2, 64)
 
 
+def test_neighbours_alike_in_a_walk_not_in_its_shuffle():
+    g = torch.Generator().manual_seed(0)
+    walk = torch.randn(200, 3, generator=g).cumsum(0)
+    assert neighbours_alike(walk) and not neighbours_alike(walk[torch.randperm(200, generator=g)])
+
+
 def _split(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 8, generator=g)
@@ -50,9 +62,7 @@ def test_relations_find_labels_that_no_longer_follow_the_inputs(shuffle):
     (x_t, y_t), (x_v, y_v) = _split(600, 0), _split(300, 1)
     if shuffle:
         y_t = y_t[torch.randperm(600, generator=torch.Generator().manual_seed(2))]
-    found = relations(
-        {"train": x_t, "val": x_v}, {"train": y_t, "val": y_v}, {"train": {}, "val": {}}, 2, False
-    )
+    found = relations((x_t, y_t, {}), (x_v, y_v, {}), 2, False)
     failed = [r.fitted for r in found if r.level == "fail"]
     assert failed == (["val"] if shuffle else [])
 

@@ -18,6 +18,7 @@ from lightning_recipes.checks import CheckContext, InitLossCheck, preflight
 from lightning_recipes.checks.loss._expected_loss import (
     ce_floor,
     expected_initial_loss,
+    is_prior_output,
     record_loss_calls,
 )
 from lightning_recipes.checks.report import SUMMARY_LIMIT
@@ -270,3 +271,17 @@ def test_a_scaled_head_above_ln_c_by_design_is_inconclusive_unless_the_user_stat
     stated = InitLossCheck(expected_loss=math.log(10))
     told = preflight(CosineMarginHead(), train_dataloaders=loader, checks=[stated])["init_loss"]
     assert told.status in ("warn", "fail") and "output_layer_scaled" not in told.details, told.summary
+
+
+def test_a_recorded_cross_entropy_expects_ln_c():
+    with record_loss_calls() as calls:
+        F.cross_entropy(torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]))
+    assert (calls[0].function, calls[0].num_classes) == ("cross_entropy", 10)
+    expectation = expected_initial_loss(calls[0])
+    assert expectation.value is not None
+    assert (round(expectation.value, 4), expectation.label) == (2.3026, "ln 10")
+
+
+def test_is_prior_output_tells_a_prior_from_sampling_noise():
+    assert is_prior_output(0.01, 0.37, categories=2, samples=64)  # 1:9 labels, a prior-initialised bias
+    assert not is_prior_output(0.06, 0.066, categories=64, samples=480)  # uniform labels, sampling noise

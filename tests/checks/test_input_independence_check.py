@@ -13,7 +13,13 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from galleries.preflight.stage.data_stages import HEALTHY
 from lightning_recipes.checks import preflight
-from lightning_recipes.checks.loss.input_independence_check import InputIndependenceCheck, loss_drop
+from lightning_recipes.checks.loss.input_independence_check import (
+    InputIndependenceCheck,
+    _one_target_for_all,
+    held_out_gain,
+    loss_drop,
+    training_gain,
+)
 from lightning_recipes.checks.report import SUMMARY_LIMIT
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
 
@@ -274,3 +280,21 @@ def test_the_permuted_target_control_decides_when_moved_inputs_do_worse(sorted_a
     assert result.details["gain_over_inputs_removed"]["low"] > 0  # the old rule's control could not decide
     permuted = result.details["gain_over_targets_permuted"]
     assert permuted["low"] <= 0 and permuted["high"] < result.details["min_improvement"]
+
+
+def test_held_out_gain_is_a_share_with_student_t_bounds():
+    real, control = torch.tensor([1.0, 1.1, 0.9, 1.0]), torch.tensor([2.0, 2.2, 1.9, 2.1])
+    gain = held_out_gain(real, control)
+    assert round(gain.gain, 3) == 0.512 and gain.low > 0
+    assert held_out_gain(torch.zeros(3), torch.zeros(3)).gain == 0.0  # both 0: no gain
+
+
+def test_training_gain_over_block_means():
+    real = [torch.tensor(2.0 - 0.01 * i) for i in range(40)]
+    control = [torch.tensor(2.0 - 0.005 * i) for i in range(40)]
+    gain = training_gain(real, control)
+    assert round(gain.gain, 3) == 0.051 and gain.low > 0
+
+
+def test_one_target_for_all_samples():
+    assert _one_target_for_all([(torch.randn(4, 2), torch.ones(4))], {1})

@@ -10,8 +10,13 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, SubsetRandomSampler, TensorDataset, WeightedRandomSampler
 
 from lightning_recipes.checks import Preflight, preflight
-from lightning_recipes.checks.data._loader_samples import dataset_labels
-from lightning_recipes.checks.data.loader_check import LoaderCheck
+from lightning_recipes.checks.data._loader_samples import (
+    dataset_labels,
+    distinct_loader,
+    served_indices,
+    yields_a_batch,
+)
+from lightning_recipes.checks.data.loader_check import LoaderCheck, compare_shares
 from lightning_recipes.checks.loop.schedule_check import ScheduleCheck
 from lightning_recipes.testing import TinyClassifier, fast_trainer
 
@@ -209,6 +214,28 @@ def test_labels_come_from_a_targets_attribute_without_loading_samples():
     data = imbalanced()
     labels = dataset_labels(TargetsAttribute(data), range(len(data)), None)
     assert labels is not None and labels.tolist() == data.tensors[1].tolist()
+
+
+def test_labels_of_a_tensor_dataset_by_index_and_none_for_float_targets():
+    data = TensorDataset(torch.randn(4, 2), torch.tensor([3, 1, 0, 1]))
+    assert dataset_labels(data, [3, 0], None).tolist() == [1, 3]
+    assert dataset_labels(TensorDataset(torch.randn(4, 2), torch.randn(4)), [0], None) is None
+
+
+def test_served_indices_batches_and_distinct_samples_read_from_the_sampler():
+    served = served_indices(DataLoader(range(5), batch_size=2), max_indices=100)
+    assert (served.indices, served.batches, served.complete) == ([0, 1, 2, 3, 4], 3, True)
+    assert yields_a_batch(DataLoader(range(3), batch_size=4))
+    assert not yields_a_batch(DataLoader(range(3), batch_size=4, drop_last=True))
+    assert [b.tolist() for b in distinct_loader(DataLoader(range(10), batch_size=2), [4, 4, 1, 4])] == [
+        [4, 1]
+    ]
+
+
+def test_compare_shares_finds_the_class_made_rarer():
+    served = torch.tensor([0] * 98 + [1] * 2)  # class 1 made rarer
+    rare = compare_shares(torch.tensor([0] * 80 + [1] * 20), served, reference_is_sample=False)[0][0]
+    assert (rare.label, rare.served_count, round(rare.ratio, 2), round(rare.z, 1)) == (1, 2, 0.1, -4.5)
 
 
 class _WriteVerdicts(pl.Callback):

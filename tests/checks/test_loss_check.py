@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from galleries.preflight.families._shapes_models import DictDataset
 from lightning_recipes.checks import PreflightError, preflight
 from lightning_recipes.checks.loss._expected_loss import record_loss_calls
-from lightning_recipes.checks.loss._loss_probe import falls_without_bound, input_bounds, loss_floor
+from lightning_recipes.checks.loss._loss_probe import falls_without_bound, input_bounds, loss_floor, scale_of
 from lightning_recipes.checks.loss.loss_check import LossCheck
 from lightning_recipes.checks.report import SUMMARY_LIMIT
 from lightning_recipes.testing import fast_trainer
@@ -486,8 +486,8 @@ def test_a_bounded_regression_head_below_its_targets_fails_with_the_floor(loss):
     model = SquashedRegressor(loss_fn=getattr(F, loss))
     result = _run(model, _regression(scale=1.0, shift=3.0))  # targets around 3, outputs in [0, 1]
     assert result.status == "fail", result.message
-    assert "outside that range" in result.details["floor"]["how"] and "bounded activation" in result.action
-    assert result.details["floor"]["floor"] > 0
+    assert "outside the head's range" in result.details["floor"]["how"], result.details["floor"]
+    assert result.details["floor"]["floor"] > 0 and "bounded activation" in result.action
 
 
 def test_a_bounded_regression_head_with_targets_in_its_range_passes():
@@ -620,3 +620,13 @@ def test_a_prediction_broadcast_against_every_target_of_the_batch_fails_and_its_
     assert (
         rows(squeeze=True).details["parts"]["rows"] == "n/a"
     )  # by hand: nothing says which tensor is the target
+
+
+def test_falls_without_bound_along_tenfold_steps():
+    assert falls_without_bound([-1.0, -2.0, -101.0, -1e4, -1e6, -1e8])  # -mse along the descent
+    assert not falls_without_bound([2.3, 0.4, 1e-3, 1e-5, 0.0, 0.0])  # cross-entropy: bounded by 0
+
+
+def test_scale_of_is_the_larger_of_mean_and_std():
+    assert scale_of(torch.tensor([1000.0, 2000.0, 3000.0])) == 2000.0  # mean 2000, std 1000
+    assert scale_of(torch.tensor([-1000.0, 1000.0])) == pytest.approx(math.sqrt(2) * 1000)  # mean 0: the std

@@ -358,3 +358,20 @@ def test_a_validation_step_that_cannot_take_the_training_batch_does_not_stop_the
         _ValidatesOtherBatches(lr=0.1), **M.classification_data(), checks=[OverfitBatchCheck()]
     )
     assert result["overfit_batch"].status == "pass", result["overfit_batch"].message
+
+
+def test_probabilities_into_cross_entropy_have_a_bounded_floor():
+    with record_loss_calls() as calls:
+        F.cross_entropy(torch.zeros(6, 3, requires_grad=True).softmax(-1), torch.tensor([0, 1, 2, 0, 1, 2]))
+    floor = loss_floor(calls[0])
+    assert floor is not None and (round(floor.value, 4), floor.bounded) == (0.5514, True)  # logits in [0, 1]
+
+
+def test_known_floor_of_a_sum_names_each_term_and_refuses_a_rescaled_one():
+    soft = torch.tensor([[0.5, 0.5], [1.0, 0.0]])  # probability targets: entropies ln 2 and 0
+    with record_loss_calls() as calls:
+        loss = F.cross_entropy(torch.zeros(2, 2), soft) + F.mse_loss(torch.zeros(3), torch.ones(3))
+    floor = known_floor(calls, loss)
+    assert floor is not None and round(floor.value, 4) == 0.3466
+    assert floor.how == "sum of cross_entropy (the targets' entropy) + mse_loss (0)"
+    assert known_floor(calls, 2 * loss) is None  # rescaled: not known

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from galleries.preflight.families import _shapes_models as S
 from lightning_recipes.checks import CheckContext, preflight
-from lightning_recipes.checks.model.padding_check import PaddingCheck
+from lightning_recipes.checks.model.padding_check import PaddingCheck, find_padding
 
 from . import _models as M
 
@@ -194,6 +194,13 @@ def test_the_mask_convention_and_the_fill_values_are_read_from_the_batch() -> No
     tagged = PaddingCheck().run(CheckContext(Tagger(), tagging_loader(-100)))
     assert tagged.details["padding"]["fill"] == {"x": 0.0, "labels": -100.0}
     assert sorted(tagged.details["quantities"]) == ["loss", "output at real positions"]
+
+
+def test_find_padding_reads_an_attention_mask() -> None:
+    ids = torch.tensor([[5, 6, 0], [7, 0, 0]])
+    padding, _ = find_padding({"input_ids": ids, "attention_mask": (ids != 0).long()}, "input_ids", None)
+    assert padding is not None  # a mask (1 = keep), whose pad value is 0
+    assert (padding.pad_value, padding.sequence_keys, padding.real.sum().item()) == (0.0, ["input_ids"], 3)
 
 
 def test_batches_without_a_padding_indicator_skip_with_what_to_pass() -> None:

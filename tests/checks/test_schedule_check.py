@@ -11,10 +11,11 @@ import torch
 from torch.optim import lr_scheduler as schedulers
 
 from lightning_recipes.checks import Preflight, preflight
-from lightning_recipes.checks.loop.schedule_check import ScheduleCheck
+from lightning_recipes.checks.loop.schedule_check import ScheduleCheck, judge_curve, lr_curves
 from lightning_recipes.cli.preflight import main
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.demos.model import RecipeDigitsCNN
+from lightning_recipes.harness.schedulers import SchedulerConfig
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 
 LOADER_BATCHES = 8  # random_classification_loader(): 256 samples / 32
@@ -530,3 +531,16 @@ def test_a_manual_loop_that_never_steps_its_per_step_warmup_fails_from_the_trial
 def test_a_manual_warmup_that_moves_or_is_declared_per_epoch_is_not_judged(model):
     result = _check(model)  # per epoch: flat over the one-epoch trial, never stepping cannot be told apart
     assert result.status == "skip", result.message
+
+
+def test_lr_curves_and_judge_curve() -> None:
+    optimizer = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=1.0)
+    step = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
+    curves = lr_curves([SchedulerConfig(step, "epoch")], total=6, batches_per_epoch=1)
+    assert curves.values[:, 0].tolist() == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
+    decayed = 0.5 ** torch.arange(100.0)  # halves every step
+    found = judge_curve(decayed, 1.0, 100, collapse=1e-3, low=1e-2, growth=10)
+    assert found is not None and found.rule == "collapse"
+    assert judge_curve(torch.ones(100), 1.0, 100, collapse=1e-3, low=1e-2, growth=10) is None
+    warm_then_flat = torch.linspace(1e-4, 1.0, 100).clamp(max=0.5) * 2  # from 2e-4 x base
+    assert judge_curve(warm_then_flat, 1.0, 100, collapse=1e-3, low=1e-2, growth=1000) is None

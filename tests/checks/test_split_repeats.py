@@ -136,6 +136,21 @@ def test_two_repeats_in_a_small_sample_of_a_large_training_set_are_inconclusive(
     assert "too few samples" in result.summary and "num_batches" in result.action
 
 
+def test_expected_noise_and_excess_of_the_flagged_count():
+    found = Repeats(queries=400, keys=1600, flagged=300, dimension=10.0, median_ratio=0.2)
+    assert (
+        found.expected == 0.4 and round(found.noise, 2) == 0.63 and round(found.excess_fraction, 3) == 0.749
+    )
+
+
+def test_noisy_repeats_of_training_are_flagged_and_independent_samples_are_not():
+    g = torch.Generator().manual_seed(0)
+    subjects = torch.randn(300, 16, generator=g)
+    a, b = (subjects + 0.2 * torch.randn(300, 16, generator=g) for _ in range(2))
+    assert repeat_test(torch.cat([a, torch.randn(300, 16, generator=g)]), b).flagged > 250  # repeats of a
+    assert repeat_test(torch.cat([a, b]), torch.randn(300, 16, generator=g)).flagged <= 3  # independent
+
+
 def test_chance_probability_is_the_poisson_tail():
     found = Repeats(queries=1000, keys=4000, flagged=3, dimension=5.0, median_ratio=0.5)
     lam = ALPHA * 1000

@@ -41,13 +41,19 @@ def test_batch_entries_are_named_and_replaced_by_key():
 
 @pytest.mark.parametrize(
     "targets",
-    [torch.tensor([0, 1, 2, 1, -100]), torch.tensor([0.0, 2.0, 1.0, 2.0]), torch.rand(32)],
-    ids=["labels", "labels_as_floats", "soft"],
+    [
+        torch.tensor([0, 1, 2, 1, -100]),
+        torch.tensor([0.0, 2.0, 1.0, 2.0]),
+        torch.rand(32),
+        torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]]),
+    ],
+    ids=["labels", "labels_as_floats", "soft", "soft_rows"],
 )
 def test_other_values_differ_and_stay_in_range(targets):
     changed = other_values(targets, seed=0)
     assert changed is not None and changed.shape == targets.shape
     valid = targets != -100
+    assert torch.equal(changed[~valid], targets[~valid])  # an ignored label stays ignored
     assert float((changed[valid] != targets[valid]).float().mean()) > 0.9
     assert changed[valid].min() >= targets[valid].min() and changed[valid].max() <= targets[valid].max()
     assert other_values(torch.ones(4), seed=0) is None

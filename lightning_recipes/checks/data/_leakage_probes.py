@@ -19,15 +19,6 @@ from lightning_recipes.checks.report import CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
 
-__all__ = [
-    "Probe",
-    "other_values",
-    "probe_copy_targets",
-    "probe_single_feature",
-    "probe_target_fed",
-    "probe_too_good",
-]
-
 COPY_SHARE, COPY_MARGIN = 0.95, 0.5  # sequence targets: share of trained positions that copy an input token
 MAX_MAJORITY = 0.9  # above this majority-class share, a lookup table's accuracy proves nothing
 MAX_CLASSES = 32  # integral float targets with at most this many values are class labels
@@ -39,14 +30,7 @@ _SHIFTS = ("next", "same", "back1", "back2", "ahead2")
 
 @dataclass(frozen=True)
 class Probe:
-    """What one sub-test found: ``reason`` when it does not apply, else ``leak``, a summary and evidence.
-
-    Example:
-        >>> Probe(reason="the inputs are not token ids").record()
-        {'reason': 'the inputs are not token ids'}
-        >>> Probe(leak=True, summary="a feature determines the label", evidence={"score": 1.0}).record()
-        {'score': 1.0, 'leak': True, 'message': 'a feature determines the label'}
-    """
+    """What one sub-test found: ``reason`` when it does not apply, else ``leak``, a summary and evidence."""
 
     reason: str | None = None
     leak: bool = False
@@ -70,17 +54,7 @@ def _same_storage(a: Tensor, b: Tensor) -> bool:
 
 def other_values(targets: Tensor, seed: int) -> Tensor | None:
     """A tensor like ``targets`` that differs from it (almost) everywhere, inside the targets' own range
-    (another class present, or another sample's or a mirrored value); ``None`` if the targets hold one value.
-
-    Example:
-        >>> targets = torch.tensor([0, 1, 2, -100])
-        >>> changed = other_values(targets, seed=0)
-        >>> bool((changed[:3] != targets[:3]).all()), int(changed[3]), set(changed[:3].tolist()) <= {0, 1, 2}
-        (True, -100, True)
-        >>> soft = other_values(torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]]), seed=0)
-        >>> bool(((soft >= 0.1) & (soft <= 0.9)).all())
-        True
-    """
+    (another class present, or another sample's or a mirrored value); ``None``: one value only."""
     if torch.is_floating_point(targets):
         finite = targets[torch.isfinite(targets)]
         if finite.numel() == 0:
@@ -121,26 +95,21 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
     if _same_storage(inputs, targets):
         return Probe("the target is the input (a reconstruction loss): changing it changes the input"), None
     if targets.is_floating_point() and targets.shape == inputs.shape:
-        return Probe(
-            "the target is shaped like the input (a second view, a clean image): it is an input"
-        ), None
+        return Probe("the target is shaped like the input (a second view, a clean image): an input"), None
     key = next((k for k, _, t in entries(batch) if t is targets), None)
     fixed = key is None or targets.ndim == 0 or targets.dtype == torch.bool
     replacement = None if fixed else other_values(targets, context.seed)
     if replacement is None:
         return Probe("the target cannot be replaced by other values of its own"), None
-    model = context.copy_model()
+    model = context.copy_model().eval()
     if not model.automatic_optimization:
         return Probe("manual optimisation: training_step cannot be replayed outside the Trainer"), None
-    model.eval()
     base, base_loss, input_gradients = _observed(context, model, batch)
     again, _, _ = _observed(context, model, batch)  # the control: the same batch twice
     if base is None or again is None:
         return Probe("no output tensor was observed"), None
     if again.shape != base.shape or not torch.equal(again, base):
-        return Probe(
-            "the output changes between two identical calls (state updated in eval, randomness)"
-        ), None
+        return Probe("the output changes between two identical calls (a state updated, randomness)"), None
     sequence = inputs.ndim >= 2 and targets.shape[:2] == inputs.shape[:2] and targets.shape[1] >= 2
     if sequence:
         try:
@@ -164,10 +133,7 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
         moved.append(float(delta[:, : start + 1].amax() if sequence else delta.amax()))
     flat = base.float().reshape(len(base), -1)
     varies = float((flat.amax(-1) - flat.amin(-1)).amax()) > 0  # uniform: an unchanged loss proves nothing
-    uses = None
-    if base_loss is not None and changed_loss is not None and varies:
-        before, after = float(base_loss), float(changed_loss)
-        uses = abs(after - before) > 1e-6 * max(abs(before), 1e-12)
+    uses = _moved(base_loss, changed_loss) if varies else None
     evidence = {"starts": starts, "changes": moved, "loss_uses_target": uses}
     if not target_as_input:
         return Probe("turned off (target_as_input=False)", evidence=evidence), uses
@@ -180,19 +146,14 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
         return Probe(reason, evidence={**evidence, "input_gradients": True}), uses
     label = next((name for k, name, _ in entries(batch) if k == key), "the target")
     if context.target_guessed():  # no loss reads it as a target: the model reading it makes it an input
-        reason = (
-            f"{label} is read by the model and no loss reads it as a target: an input (else `target_key`)"
-        )
+        reason = f"{label} is read by the model, by no loss as a target: an input (else `target_key`)"
         return Probe(reason, evidence={**evidence, "target_guessed": True}), uses
     where = f" at position {leaking[0]}" if sequence else ""
-    leak = Probe(
-        leak=True,
-        summary=f"the output{where} moves by {max(moved):.3g} when only the target ({label}) changes",
-        action="Pass the target only to the loss (a decoder gets it shifted right); a margin head that "
-        "reads the label by design: target_as_input=False.",
-        evidence={**evidence, "leaking_starts": leaking},
-    )
-    return leak, uses
+    summary = f"the output{where} moves by {max(moved):.3g} when only the target ({label}) changes"
+    fix = "Pass the target only to the loss (decoders: shifted right); if meant: target_as_input=False."
+    return Probe(
+        leak=True, summary=summary, action=fix, evidence={**evidence, "leaking_starts": leaking}
+    ), uses
 
 
 def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
@@ -203,8 +164,7 @@ def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
         return Probe("the inputs are not token ids [B, S]")
     if not context.model.automatic_optimization:
         return Probe("manual optimisation: the loss cannot be replayed")
-    model = context.copy_model()
-    model.eval()
+    model = context.copy_model().eval()
     torch.manual_seed(context.seed)
     with torch.enable_grad(), context.capture_forward(model) as captured:
         loss = context.training_loss(model, batch)
@@ -235,26 +195,19 @@ def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
         )
     where = {"same": "at the same position", "back1": "one back", "back2": "two back"}.get(worst, "")
     learns = f"to copy the input token {where}" if where else "the token two ahead, not the next"
+    once = "Shift the targets once: in the dataset or in the loss, not in both."
+    fix = "Shift the LM targets: logits[:, :-1] vs labels[:, 1:] (or the tokens)." if where else once
     return Probe(
         leak=True,
         summary=f"{by_shift[worst]:.0%} of {trained} trained positions learn {learns}",
-        action="Shift the LM targets: inputs = tokens[:, :-1], targets = tokens[:, 1:] (or logits[:, :-1] vs "
-        "labels[:, 1:])."
-        if where
-        else "Shift the targets once: the loss shifts targets the dataset already shifted (or vice versa).",
+        action=fix,
         evidence={**evidence, "leak_shift": worst, "measured": by_shift[worst]},
     )
 
 
 def copy_shares(paired: Tensor, inputs: Tensor, active: Tensor) -> tuple[list[float], list[int]]:
     """Per offset (``t + 1, t, t - 1, t - 2, t + 2``): the share of ``active`` positions whose class is that
-    input token, and over how many positions.
-
-    Example:
-        >>> inputs = torch.tensor([[1, 2, 3, 4]])
-        >>> copy_shares(inputs, inputs, torch.ones(1, 4, dtype=torch.bool))
-        ([0.0, 1.0, 0.0, 0.0, 0.0], [3, 4, 3, 2, 2])
-    """
+    input token, and over how many positions."""
     shares, counts = [], []
     for shift in (-1, 0, 1, 2, -2):
         if shift >= 0:
@@ -375,20 +328,13 @@ def probe_single_feature(
     return Probe(
         leak=True,
         summary=f"{name} {what}: the label is in the input",
-        action=f"Remove {name} from what the model reads; check how each sample is built (a column joined "
-        "from the label, a pixel or token written from it).",
+        action=f"Remove {name} from what the model reads; check how each sample is built from the label.",
         evidence=evidence,
     )
 
 
 def _encodes_label(x: Tensor, y: Tensor, classes: int) -> Tensor:
-    """Per feature: constant within every class present twice or more, a different value per class.
-
-    Example:
-        >>> x = torch.tensor([[0.5, 1.0], [0.5, 2.0], [0.9, 1.0], [0.9, 1.0]])
-        >>> _encodes_label(x, torch.tensor([0, 0, 1, 1]), classes=2).tolist()
-        [True, False]
-    """
+    """Per feature: constant within every class present twice or more, a different value per class."""
     counts = torch.bincount(y, minlength=classes)
     if int((counts >= 2).sum()) < 2 or bool((counts == 1).any()):
         return torch.zeros(x.shape[1], dtype=torch.bool)
@@ -400,12 +346,7 @@ def _encodes_label(x: Tensor, y: Tensor, classes: int) -> Tensor:
 
 
 def _correlation(x: Tensor, y: Tensor) -> Tensor:
-    """Per column: the larger of |Pearson| and |Spearman| with ``y`` (1 for any monotone copy).
-
-    Example:
-        >>> round(float(_correlation(torch.tensor([[1.0], [8.0], [27.0], [64.0]]), torch.arange(4.0))[0]), 6)
-        1.0
-    """
+    """Per column: the larger of |Pearson| and |Spearman| with ``y`` (1 for any monotone copy)."""
 
     def pearson(a: Tensor, b: Tensor) -> Tensor:
         a, b = a - a.mean(0), b - b.mean()
@@ -419,17 +360,16 @@ def _correlation(x: Tensor, y: Tensor) -> Tensor:
 def _loss_reads(context: CheckContext, key: Any, batch: Any) -> bool | None:
     """Whether ``training_step``'s loss changes when batch entry ``key`` is rolled across the batch."""
     value = dict((k, t) for k, _, t in entries(batch))[key]
-    model = context.copy_model()
-    model.eval()
-    losses = []
-    with torch.no_grad():
-        for candidate in (batch, replace_entries(batch, {key: value.roll(1, 0)})):
-            torch.manual_seed(context.seed)
-            try:
-                losses.append(float(context.training_loss(model, candidate)))
-            except CannotRunOnCopy:
-                return None
-    return abs(losses[1] - losses[0]) > 1e-6 * max(abs(losses[0]), 1e-12)
+    model = context.copy_model().eval()
+    rolled = replace_entries(batch, {key: value.roll(1, 0)})
+    return _moved(*(_observed(context, model, b)[1] for b in (batch, rolled)))
+
+
+def _moved(before: Tensor | None, after: Tensor | None) -> bool | None:
+    """Whether a loss moved beyond round-off (``None``: one of them is unknown)."""
+    if before is None or after is None:
+        return None
+    return abs(float(after) - float(before)) > 1e-6 * max(abs(float(before)), 1e-12)
 
 
 def probe_too_good(
@@ -479,7 +419,6 @@ def probe_too_good(
         leak=True,
         summary=f"held-out loss {loss:.3g} after only {step} steps: {ratio:.3f} x ln {classes} "
         f"(too good below {fraction:g})",
-        action="Find the features that give the label away (train on a few at a time), run split_overlap; an "
-        "easy task: train_steps=0.",
+        action="Find the features giving the label away; run split_overlap; for an easy task: train_steps=0.",
         evidence=evidence,
     )

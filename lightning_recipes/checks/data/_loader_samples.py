@@ -13,15 +13,6 @@ from torch.utils.data import DataLoader, IterableDataset, Subset, TensorDataset
 from lightning_recipes.harness.batches import TARGET_KEYS, Key
 from lightning_recipes.harness.isolation import preserved_loader_rng
 
-__all__ = [
-    "ServedIndices",
-    "check_pair",
-    "dataset_labels",
-    "distinct_loader",
-    "served_indices",
-    "yields_a_batch",
-]
-
 
 @dataclass(frozen=True)
 class ServedIndices:
@@ -32,21 +23,9 @@ class ServedIndices:
     batches: int
     complete: bool
 
-    @property
-    def repeats(self) -> bool:
-        """Whether an index is served more than once (a sampler that draws with replacement)."""
-        return len(set(self.indices)) < len(self.indices)
-
 
 def served_indices(loader: Any, max_indices: int) -> ServedIndices | None:
-    """The indices one epoch of ``loader`` serves, from its sampler alone (RNGs kept); ``None`` when unknown.
-
-    Example:
-        >>> from torch.utils.data import DataLoader
-        >>> served = served_indices(DataLoader(range(5), batch_size=2), max_indices=100)
-        >>> served.indices, served.batches, served.complete
-        ([0, 1, 2, 3, 4], 3, True)
-    """
+    """The indices one epoch of ``loader`` serves, from its sampler alone (RNGs kept), or ``None``."""
     if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
         return None
     source: Any = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
@@ -68,14 +47,7 @@ def served_indices(loader: Any, max_indices: int) -> ServedIndices | None:
 
 
 def yields_a_batch(loader: Any) -> bool:
-    """Whether iterating ``loader`` gives at least one batch (RNG left as it was). Reads one batch.
-
-    Example:
-        >>> from torch.utils.data import DataLoader
-        >>> yields_a_batch(DataLoader(range(3), batch_size=4)), yields_a_batch(
-        ...     DataLoader(range(3), batch_size=4, drop_last=True))
-        (True, False)
-    """
+    """Whether iterating ``loader`` gives at least one batch (RNG left as it was). Reads one batch."""
     served = served_indices(loader, max_indices=1)
     if served is not None:
         return served.batches > 0
@@ -87,17 +59,7 @@ def yields_a_batch(loader: Any) -> bool:
 
 def dataset_labels(dataset: Any, indices: Sequence[int], target_key: Key) -> Tensor | None:
     """The integer label of each of ``indices`` in ``dataset``, read as cheaply as the dataset allows;
-    ``None`` when a sample's target is not a single integer.
-
-    Example:
-        >>> import torch
-        >>> from torch.utils.data import TensorDataset
-        >>> data = TensorDataset(torch.randn(4, 2), torch.tensor([3, 1, 0, 1]))
-        >>> dataset_labels(data, [3, 0], None).tolist()
-        [1, 3]
-        >>> dataset_labels(TensorDataset(torch.randn(4, 2), torch.randn(4)), [0], None) is None
-        True
-    """
+    ``None`` when a sample's target is not a single integer."""
     index = torch.as_tensor(list(indices), dtype=torch.long)
     if isinstance(dataset, Subset):
         parent = torch.as_tensor(list(dataset.indices), dtype=torch.long)
@@ -147,13 +109,7 @@ def _integer_labels(labels: Tensor) -> Tensor | None:
 def distinct_loader(
     loader: DataLoader[Any], indices: Sequence[int], batch_size: int | None = None
 ) -> DataLoader[Any]:
-    """A loader over the distinct ``indices`` of ``loader``'s dataset, with its batch size and collate.
-
-    Example:
-        >>> from torch.utils.data import DataLoader
-        >>> [b.tolist() for b in distinct_loader(DataLoader(range(10), batch_size=2), [4, 4, 1, 4])]
-        [[4, 1]]
-    """
+    """A loader over the distinct ``indices`` of ``loader``'s dataset, with its batch size and collate."""
     unique = list(dict.fromkeys(indices))
     return DataLoader(
         Subset(loader.dataset, unique),

@@ -12,13 +12,12 @@ from torch.nn import functional as F
 
 from lightning_recipes._stats import Z, dependence_factor, significantly_above, standard_error
 
-__all__ = ["FAIL_GAP", "WARN_GAP", "Relation", "features", "lookup_scores", "neighbours_alike", "relations"]
-
 FAIL_GAP, WARN_GAP = 0.25, 0.15  # score lost from the own split to the other split
 FAIL_SHARE = 0.35  # ... or this share of the own split's score
 DEPENDENCE_Z = 4.0  # widen a score's error for dependent rows (one question per feature and block width)
 Z_FLOOR = 5.0  # standard errors of the gap, at least (one feature: sqrt(2 ln D) + 3 over D features)
 _K, _REPEATS, _BINS, _SIDE, _MAX_SAMPLES = 5, 10, 32, 16, 2048
+Split = tuple[Tensor, Tensor, dict[str, Tensor]]  # one split's inputs, targets and per-sample tensors
 
 
 @dataclass(frozen=True)
@@ -35,26 +34,18 @@ class Relation:
     feature: str | None = None
 
     @property
-    def gap(self) -> float:
-        return self.own - self.other
-
-    @property
     def z(self) -> float:
-        return self.gap / max(self.noise, 1e-9)
+        return (self.own - self.other) / max(self.noise, 1e-9)
 
     @property
     def level(self) -> str:
-        """``"fail"``, ``"warn"`` or ``"pass"``.
-
-        Example:
-            >>> Relation("nearest neighbours", "val", 0.93, 0.10, 0.02, 5.0).level
-            'fail'
-        """
+        """``"fail"``, ``"warn"`` or ``"pass"``."""
+        gap = self.own - self.other
         if self.z < self.needed_z:
             return "pass"
-        if self.gap >= FAIL_GAP or (self.gap >= WARN_GAP and self.gap >= FAIL_SHARE * self.own):
+        if gap >= FAIL_GAP or (gap >= WARN_GAP and gap >= FAIL_SHARE * self.own):
             return "fail"
-        return "warn" if self.gap >= WARN_GAP else "pass"
+        return "warn" if gap >= WARN_GAP else "pass"
 
     def details(self) -> dict[str, Any]:
         numbers = {"own_score": self.own, "other_score": self.other, "gap_noise": self.noise}
@@ -64,12 +55,7 @@ class Relation:
 
 
 def features(x: Tensor) -> Tensor:
-    """Samples ``[N, ...]`` as float rows ``[N, D]``; images larger than 16x16 average-pooled to 16x16.
-
-    Example:
-        >>> features(torch.zeros(2, 3, 32, 32)).shape
-        torch.Size([2, 768])
-    """
+    """Samples ``[N, ...]`` as float rows ``[N, D]``; images larger than 16x16 average-pooled to 16x16."""
     x = x.detach().float().cpu()
     if x.ndim >= 3 and (x.shape[-1] > _SIDE or x.shape[-2] > _SIDE):
         lead = x.shape[:-2]
@@ -82,21 +68,16 @@ def _targets(y: Tensor, classes: int) -> Tensor:
     return F.one_hot(y, classes).float() if classes else y.float().reshape(len(y), -1)
 
 
-def _scores(predicted: Tensor, y: Tensor, classes: int, variance: float) -> Tensor:
-    """Per sample: 1 for a right class (0 wrong), or ``1 - squared error / variance``."""
+def _scores(predicted: Tensor, y: Tensor, classes: int, rows: Tensor) -> Tensor:
+    """Per sample: 1 for a right class (0 wrong), or ``1 - squared error / variance of rows``."""
     if classes:
         return (predicted.argmax(-1) == y).float()
+    variance = float(rows.var(0).sum().clamp_min(1e-12))
     return 1 - (predicted - y.float().reshape(len(y), -1)).square().sum(-1) / variance
 
 
 def lookup_scores(fit: Tensor, y_fit: Tensor, held: Tensor, y_held: Tensor, classes: int) -> Tensor:
-    """Per feature of ``fit`` ``[N, D]``, a lookup table of ``y_fit`` scored on ``held``: ``[D, M]`` scores.
-
-    Example:
-        >>> x = torch.tensor([[0.0, 5.0], [0.0, 5.0], [1.0, 5.0], [1.0, 6.0]])  # column 0 is the label
-        >>> lookup_scores(x, torch.tensor([0, 0, 1, 1]), x, torch.tensor([0, 0, 1, 1]), 2).mean(1).tolist()
-        [1.0, 0.75]
-    """
+    """Per feature of ``fit`` ``[N, D]``, a lookup table of ``y_fit`` scored on ``held``: ``[D, M]``."""
     ordered = fit.sort(0).values
     new = torch.ones_like(ordered, dtype=torch.bool)
     new[1:] = ordered[1:] != ordered[:-1]
@@ -115,15 +96,13 @@ def lookup_scores(fit: Tensor, y_fit: Tensor, held: Tensor, y_held: Tensor, clas
     predicted = table.gather(
         1, torch.searchsorted(edges, held.T.contiguous())[..., None].expand(-1, -1, rows.shape[1])
     )
-    variance = float(rows.var(0).sum().clamp_min(1e-12))
-    return torch.stack([_scores(p, y_held, classes, variance) for p in predicted])
+    return _scores(predicted, y_held, classes, rows)  # [D, M]
 
 
 def _neighbour_scores(distance: Tensor, y_fit: Tensor, y_held: Tensor, classes: int) -> Tensor:
     nearest = distance.topk(min(_K, distance.shape[1] - 1), largest=False).indices
     rows = _targets(y_fit, classes)
-    variance = float(rows.var(0).sum().clamp_min(1e-12))
-    return _scores(rows[nearest].mean(1), y_held, classes, variance)
+    return _scores(rows[nearest].mean(1), y_held, classes, rows)
 
 
 def _compare(
@@ -155,19 +134,11 @@ def _standardised(fit: Tensor, other: Tensor, pooled: bool) -> tuple[Tensor, Ten
     return (fit - mean) / std, (other - mean) / std
 
 
-def relations(
-    x: dict[str, Tensor],
-    y: dict[str, Tensor],
-    groups: dict[str, dict[str, Tensor]],
-    classes: int,
-    aligned: bool,
-) -> list[Relation]:
-    """Every rule in both directions, on the ``"train"`` and ``"val"`` inputs ``x`` and targets ``y``."""
+def relations(train: Split, val: Split, classes: int, aligned: bool) -> list[Relation]:
+    """Every rule in both directions, fitted on one split's inputs and targets and scored on the other's."""
     found: list[Relation] = []
-    n = {s: min(len(y[s]), _MAX_SAMPLES) for s in y}
-    for fitted, other in (("train", "val"), ("val", "train")):
-        xf, yf = x[fitted][: n[fitted]], y[fitted][: n[fitted]]
-        xo, yo = x[other][: n[other]], y[other][: n[other]]
+    for fitted, (xf, yf, groups), (xo, yo, other) in (("train", train, val), ("val", val, train)):
+        xf, yf, xo, yo = xf[:_MAX_SAMPLES], yf[:_MAX_SAMPLES], xo[:_MAX_SAMPLES], yo[:_MAX_SAMPLES]
         ordered = neighbours_alike(features(xf))
         held = torch.arange(len(yf)) >= (len(yf) + 1) // 2 if ordered else torch.arange(len(yf)) % 2 == 1
         if aligned:
@@ -190,20 +161,13 @@ def relations(
             found.append(
                 Relation("nearest neighbours", fitted, *_compare(own, yf, scored, yo[near], classes), Z_FLOOR)
             )
-        found += _one_feature(groups[fitted], yf, groups[other], yo, classes, fitted, held, lone)
+        found += _one_feature(groups, yf, other, yo, classes, fitted, held, lone)
     return found
 
 
 def neighbours_alike(rows: Tensor, z: float = Z) -> bool:
     """Whether rows next to each other in order are closer than rows half the set apart, beyond chance at
-    ``z`` standard errors (a trajectory): a held-out half must then not interleave with its fitted half.
-
-    Example:
-        >>> g = torch.Generator().manual_seed(0)
-        >>> walk = torch.randn(200, 3, generator=g).cumsum(0)
-        >>> neighbours_alike(walk), neighbours_alike(walk[torch.randperm(200, generator=g)])
-        (True, False)
-    """
+    ``z`` standard errors (a trajectory): a held-out half must then not interleave with its fitted half."""
     half = len(rows) // 2
     if half < 20:
         return False
@@ -250,7 +214,7 @@ def _per_position(
 
     def pairs(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         value = (
-            x.float().reshape(len(x), -1, *y.shape[1:]).mean(1) if x.shape[1:] != y.shape[1:] else x.float()
+            x.float() if x.shape[1:] == y.shape[1:] else x.float().reshape(len(x), -1, *y.shape[1:]).mean(1)
         )
         valid = (y >= 0) if classes else torch.isfinite(y)
         sample = torch.arange(len(y))[:, None].expand(len(y), y[0].numel()).reshape(-1)

@@ -13,16 +13,6 @@ from torch import Tensor
 from lightning_recipes._stats import Z
 from lightning_recipes.checks.data._relation import features as repeat_features
 
-__all__ = [
-    "ALPHA",
-    "MAX_KEYS",
-    "Repeats",
-    "repeat_features",
-    "repeat_level",
-    "repeat_test",
-    "repeats_of",
-]
-
 REFERENCE_RANK = 10  # d_1 is compared with the distance to the 10th nearest training sample
 _SCALE_RANK = 20  # the local dimension is measured from the 10th and 20th neighbour distances
 ALPHA = 1e-3  # chance probability below which a validation sample's nearest neighbour is a repeat
@@ -35,13 +25,7 @@ _CANDIDATES = _SCALE_RANK + 4  # nearest candidates whose distances are recomput
 
 @dataclass(frozen=True)
 class Repeats:
-    """What the repeat test found: samples tested and searched, flagged, local dimension, first flagged pairs.
-
-    Example:
-        >>> found = Repeats(queries=400, keys=1600, flagged=300, dimension=10.0, median_ratio=0.2)
-        >>> found.expected, round(found.noise, 2), round(found.excess_fraction, 3)
-        (0.4, 0.63, 0.749)
-    """
+    """What the repeat test found: samples tested and searched, flagged, local dimension, first pairs."""
 
     queries: int
     keys: int
@@ -73,13 +57,7 @@ class Repeats:
 
     @property
     def chance_p(self) -> float:
-        """Probability of at least ``flagged`` flagged samples on a clean split (Poisson tail).
-
-        Example:
-            >>> found = Repeats(queries=1000, keys=4000, flagged=3, dimension=5.0, median_ratio=0.5)
-            >>> round(found.chance_p, 3)
-            0.08
-        """
+        """Probability of at least ``flagged`` flagged samples on a clean split (Poisson tail)."""
         if self.flagged <= 0:
             return 1.0
         return float(torch.special.gammainc(torch.tensor(float(self.flagged)), torch.tensor(self.expected)))
@@ -106,19 +84,8 @@ class Repeats:
 
 
 def repeat_test(train: Tensor, val: Tensor) -> Repeats | None:
-    """The repeat test on feature rows ``train`` ``[N, D]`` and ``val`` ``[M, D]`` (see the module's
-    docstring); ``None`` when fewer than ``2 x 20`` training or 20 validation samples can be used.
-
-    Example:
-        >>> import torch
-        >>> g = torch.Generator().manual_seed(0)
-        >>> subjects = torch.randn(300, 16, generator=g)
-        >>> a, b = subjects + 0.2 * torch.randn(300, 16, generator=g), subjects + 0.2 * torch.randn(300, 16, generator=g)
-        >>> repeat_test(torch.cat([a, torch.randn(300, 16, generator=g)]), b).flagged > 250  # repeats of a
-        True
-        >>> repeat_test(torch.cat([a, b]), torch.randn(300, 16, generator=g)).flagged <= 3  # independent
-        True
-    """  # noqa: E501 (a doctest line)
+    """The repeat test on feature rows ``train`` ``[N, D]`` and ``val`` ``[M, D]`` (the guide has it);
+    ``None`` when fewer than ``2 x 20`` training or 20 validation samples can be used."""
     train, val = train[:MAX_KEYS].float(), val[:MAX_QUERIES].float()
     if len(train) < 2 * _SCALE_RANK or len(val) < _SCALE_RANK:
         return None
@@ -182,19 +149,14 @@ def repeats_of(
     train: list[Tensor], val: list[Tensor], train_blank: list[bool], val_blank: list[bool]
 ) -> Repeats | None:
     """The repeat test on the float samples of the commonest shape (``None`` without enough of them)."""
-    shapes = Counter(
-        tuple(s.shape) for s, b in zip(val, val_blank, strict=True) if not b and s.is_floating_point()
-    )
+    shapes = [tuple(s.shape) for s, b in zip(val, val_blank, strict=True) if not b and s.is_floating_point()]
     if not shapes:
         return None
-    shape = shapes.most_common(1)[0][0]  # the first seen of the commonest
-
-    def usable(samples: list[Tensor], blank: list[bool]) -> list[int]:
-        return [
-            i for i, s in enumerate(samples) if not blank[i] and s.is_floating_point() and s.shape == shape
-        ]
-
-    keys, queries = usable(train, train_blank), usable(val, val_blank)
+    shape = Counter(shapes).most_common(1)[0][0]  # the first seen of the commonest
+    keys, queries = (
+        [i for i, s in enumerate(x) if not b[i] and s.is_floating_point() and s.shape == shape]
+        for x, b in ((train, train_blank), (val, val_blank))
+    )
     if not keys:
         return None
     keyed = repeat_features(torch.stack([train[i] for i in keys]))
@@ -208,19 +170,15 @@ def repeats_of(
     own_found, across = repeat_test(keyed[half : 2 * half], keyed[:half]), repeat_test(keyed[half:], queried)
     own = None
     if own_found is not None and across is not None and own_found.chance_p < _WARN_P:  # it repeats itself
-        own = (
-            across.flagged / max(1, across.queries),
-            own_found.flagged / max(1, own_found.queries),
-            across.queries,
-            own_found.queries,
-        )
+        shares = across.flagged / max(1, across.queries), own_found.flagged / max(1, own_found.queries)
+        own = (*shares, across.queries, own_found.queries)
     return replace(found, examples=examples, own=own)
 
 
 def repeat_level(
-    repeats: Repeats | None, estimate: float, warn_fraction: float, fail_fraction: float
+    repeats: Repeats | None, estimate: float, fail_fraction: float
 ) -> Literal["pass", "warn", "fail", "inconclusive"]:
-    """The repeat test's verdict from the fractions and the flagged count's chance probability."""
+    """The repeat test's verdict from the estimated overlap and the flagged count's chance probability."""
     if repeats is None or estimate < fail_fraction:  # a few % is within the chance model's own error
         return "pass"
     p = repeats.chance_p

@@ -23,7 +23,7 @@ from lightning_recipes.checks._num_classes import IGNORE_INDEX, infer_num_classe
 from lightning_recipes.checks._probe import Finding, entries
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._loader_samples import check_pair, distinct_loader, served_indices
-from lightning_recipes.checks.data._relation import Relation, relations
+from lightning_recipes.checks.data._relation import Relation, Split, relations
 from lightning_recipes.checks.report import CheckResult, Status
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import is_shuffled
@@ -32,19 +32,12 @@ from lightning_recipes.harness.walk import tensors_of
 
 __all__ = ["DataCheck"]
 
-_ORDER = {"fail": 0, "warn": 1}
 PURITY_SAMPLES = 64  # samples read straight from the dataset by the purity test
 MAX_SNAPSHOT = 50_000_000  # stored tensor elements snapshotted by the purity test (larger: not tested)
 
 
 def scan_samples(inputs: Sequence[Tensor | None]) -> tuple[int, int, int, int] | None:
-    """``(samples, blank, duplicates, checked for duplicates)`` over input batches, or ``None``.
-
-    Example:
-        >>> x = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]])
-        >>> scan_samples([x, torch.arange(8.0).view(2, 4)])
-        (5, 1, 1, 4)
-    """
+    """``(samples, blank, duplicates, checked for duplicates)`` over input batches, or ``None``."""
     groups: dict[tuple[Any, ...], list[Tensor]] = {}
     for x in inputs:
         if x is not None and x.ndim >= 2 and x[0].numel() >= 4:
@@ -66,15 +59,8 @@ def scan_samples(inputs: Sequence[Tensor | None]) -> tuple[int, int, int, int] |
 def stored_duplicate_fraction(
     loader: Any, inputs: Sequence[Tensor | None], limit: int = 2048
 ) -> float | None:
-    """The share of repeated rows in the dataset's own stored float tensor shaped like the served inputs (one
-    row per sample, found as the purity rule finds them), on its first ``limit`` rows; ``None``: none.
-
-    Example:
-        >>> from torch.utils.data import DataLoader, TensorDataset
-        >>> x = torch.arange(40.0).view(10, 4)
-        >>> stored_duplicate_fraction(DataLoader(TensorDataset(x, torch.zeros(10))), [x[:2]])
-        0.0
-    """
+    """The share of repeated rows in the dataset's stored float tensor shaped like the served inputs (one row
+    per sample, found as the purity rule finds them), on its first ``limit`` rows; ``None``: none."""
     dataset = getattr(loader, "dataset", None)
     shapes = {tuple(x.shape[1:]) for x in inputs if x is not None and x.ndim >= 2}
     try:
@@ -163,15 +149,13 @@ class DataCheck(SanityCheck):
                 f"{impure['tensor']} changed after {impure['reads']} reads",
                 "Build new tensors in `__getitem__`; never modify the stored ones in place (`+=`).",
             )
-        classes = self._num_classes(context, batches[0], targets[0])
-        details["num_classes"] = classes
-        self._labels(context, batches, targets, classes, details)
+        self._labels(context, batches, targets, details)
         uniform = _drawn_uniformly(context, self.num_batches)
         self._splits(context, batches, details, relate=uniform is None)
         if uniform is not None:  # pairing is the dataset's: judged on samples drawn as validation's are
             self._splits(context, uniform, details, judge_labels=False)
         self._further_targets(context, batches, details)
-        found = sorted(self._found, key=lambda f: _ORDER[f.status])
+        found = sorted(self._found, key=lambda f: f.status != "fail")
         if found:  # every finding's sentence, the worst first
             details["findings"] = [f.summary for f in found]
             worst = found[0]
@@ -233,7 +217,7 @@ class DataCheck(SanityCheck):
         loader = context.train_dataloader
         read = sum(len(x) for x in inputs if x is not None and x.ndim > 0)
         served = served_indices(loader, read) if isinstance(loader, DataLoader) else None
-        if served is not None and served.repeats:  # a sampler drawing with replacement: distinct samples
+        if served is not None and len(set(served.indices)) < len(served.indices):  # drawn with replacement
             largest = max((len(x) for x in inputs if x is not None and x.ndim > 0), default=1)
             distinct = context.read_batches(
                 distinct_loader(loader, served.indices, largest), self.num_batches
@@ -284,8 +268,7 @@ class DataCheck(SanityCheck):
         if inputs is None or targets is None or targets.is_floating_point():
             return None
         try:
-            model = context.copy_model()
-            model.eval()
+            model = context.copy_model().eval()
             with torch.no_grad():
                 inferred = infer_num_classes(context.forward(model, inputs), targets)
         except Exception:
@@ -293,13 +276,10 @@ class DataCheck(SanityCheck):
         return inferred[0] if inferred else None
 
     def _labels(
-        self,
-        context: CheckContext,
-        batches: list[Any],
-        targets: list[Any],
-        classes: int | None,
-        details: dict[str, Any],
+        self, context: CheckContext, batches: list[Any], targets: list[Any], details: dict[str, Any]
     ) -> None:
+        classes = self._num_classes(context, batches[0], targets[0])
+        details["num_classes"] = classes
         is_label = [t is not None and not t.is_floating_point() and t.dtype != torch.bool for t in targets]
         labels = [t for t, keep in zip(targets, is_label, strict=True) if keep]
         if not labels:
@@ -314,9 +294,7 @@ class DataCheck(SanityCheck):
             )
             consumer = _label_loss(context, batch)
             if consumer is None and self._declared(context) is None:
-                details["labels_range"] = (
-                    "not judged: no class-index loss consumes the labels (ordinal or cumulative targets)"
-                )
+                details["labels_range"] = "not judged: no class-index loss consumes the labels"
                 bad = torch.zeros_like(bad)
             elif isinstance(consumer, tuple):
                 classes, ignore = consumer
@@ -376,11 +354,11 @@ class DataCheck(SanityCheck):
         val = context.val_batches(self.num_batches)
         if not val:
             return
-        split = {"train": _stacked(context, batches), "val": _stacked(context, val)}
-        if any(s is None for s in split.values()):
+        train, held = _stacked(context, batches), _stacked(context, val)
+        if train is None or held is None:
             details["relation"] = "not compared: the inputs or targets differ in shape between batches"
             return
-        (x_t, y_t, g_t), (x_v, y_v, g_v) = split["train"], split["val"]  # type: ignore[misc]
+        (x_t, y_t, g_t), (x_v, y_v, g_v) = train, held
         classes = 0
         if y_t.ndim == 1 and not y_t.is_floating_point() and y_t.dtype != torch.bool:
             ignore = details.get("ignore_index", IGNORE_INDEX)  # missing labels the loss ignores: no class
@@ -404,13 +382,7 @@ class DataCheck(SanityCheck):
                 torch.where(y >= 0, torch.searchsorted(codes, y.clamp_min(0)), -1) for y in (y_t, y_v)
             )
             classes = len(codes)
-        found = relations(
-            {"train": x_t, "val": x_v},
-            {"train": y_t, "val": y_v},
-            {"train": g_t, "val": g_v},
-            classes,
-            aligned,
-        )
+        found = relations((x_t, y_t, g_t), (x_v, y_v, g_v), classes, aligned)
         if (worst := self._pairing(found)) is not None:
             details["relation"] = worst.details()
 
@@ -451,9 +423,7 @@ class DataCheck(SanityCheck):
             if any(s is None or not s[1].is_floating_point() or not 1 <= s[1].ndim <= 2 for s in stacked):
                 continue
             (x_t, y_t, _), (x_v, y_v, _) = stacked  # type: ignore[misc]
-            found = relations(
-                {"train": x_t, "val": x_v}, {"train": y_t, "val": y_v}, {"train": {}, "val": {}}, 0, False
-            )
+            found = relations((x_t, y_t, {}), (x_v, y_v, {}), 0, False)
             details.setdefault("further_targets", {})[str(key)] = [r.details() for r in found]
             self._pairing(found, f"target {key!r}")
 
@@ -465,10 +435,7 @@ class DataCheck(SanityCheck):
         other = "val" if r.fitted == "train" else "train"
         summary = f"pairing{' of ' + target if target else ''} differs across splits: {r.rule} fit on "
         summary += f"{r.fitted} score {r.own:.2f} there, {r.other:.2f} on {other} ({r.z:.0f} SE)"
-        fix = (
-            f"Compare a few {other} samples with their targets: shuffled or remapped labels, an augmentation "
-        )
-        fix += "or crop that moves the input but not its target, a step applied to one split only."
+        fix = f"Compare a few {other} samples with their targets (remapped labels, a one-sided augmentation)."
         self._found.append(Finding(r.level, summary, action=fix))
         return r
 
@@ -516,9 +483,7 @@ def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int] | str | No
     return None
 
 
-def _stacked(
-    context: CheckContext, batches: list[Any], target_key: Any = None
-) -> tuple[Tensor, Tensor, dict[str, Tensor]] | None:
+def _stacked(context: CheckContext, batches: list[Any], target_key: Any = None) -> Split | None:
     """The batches' inputs, targets (or entry ``target_key``) and per-sample tensors, concatenated."""
     xs, ys = [], []
     groups: dict[str, list[Tensor]] = {}
@@ -607,13 +572,11 @@ def _stored_tensors(dataset: Any) -> dict[str, Tensor]:
     """The tensors a dataset holds as attributes (one level, and in lists, tuples and dicts)."""
     found: dict[str, Tensor] = {}
     for attr, value in vars(dataset).items() if hasattr(dataset, "__dict__") else ():
-        items = (
-            value.items()
-            if isinstance(value, dict)
-            else enumerate(value)
-            if isinstance(value, (list, tuple)) and len(value) <= 16
-            else [(None, value)]
-        )
+        items: Any = [(None, value)]
+        if isinstance(value, dict):
+            items = value.items()
+        elif isinstance(value, (list, tuple)) and len(value) <= 16:
+            items = enumerate(value)
         for key, item in items:
             if isinstance(item, Tensor) and not item.is_meta:
                 found[f"dataset.{attr}" + (f"[{key!r}]" if key is not None else "")] = item

@@ -103,10 +103,7 @@ class LoaderCheck(SanityCheck):
             return self.verdict("pass", f"the training loader yields {batches}", details)
         comparison = self._compare(context, train, served.indices)
         if comparison is None:
-            raise CheckSkipped(
-                f"{batches}, but the targets are not one integer label per sample: no class shares to "
-                "compare (pass `target_key=` if the labels are elsewhere)."
-            )
+            raise CheckSkipped(f"{batches}; targets not one integer label per sample (else `target_key=`)")
         result = self._verdict(comparison, batches, details)
         later = _later_epoch(context, train) if result.status in ("fail", "warn") else None
         if later is not None:  # an epoch-dependent sampler (a curriculum): judge it where the run ends up
@@ -116,15 +113,13 @@ class LoaderCheck(SanityCheck):
             ended = None if shares is None else self._verdict(shares, batches, {})
             if ended is not None and ended.status == "pass":
                 details = {**result.details, "epoch_dependent": {"epoch": epoch, "epoch_0": result.summary}}
-                summary = (
-                    f"the mix changes with set_epoch: a class short in epoch 0, all at their share by {epoch}"
-                )
+                summary = f"set_epoch moves the mix: a class short in epoch 0, all at their share at {epoch}"
                 return self.verdict("pass", summary, details)
         return result
 
     def _compare(
         self, context: CheckContext, loader: DataLoader[Any], served: list[int]
-    ) -> ShareComparison | None:
+    ) -> tuple[list[ClassShare], int, int] | None:
         dataset = loader.dataset
         size = len(dataset)  # type: ignore[arg-type]
         if _cheap_labels(dataset):  # every label, read without loading a sample
@@ -151,14 +146,15 @@ class LoaderCheck(SanityCheck):
             reference_is_sample=len(reference) < size,
         )
 
-    def _verdict(self, comparison: ShareComparison, batches: str, details: dict[str, Any]) -> CheckResult:
-        classes = comparison.classes
-        n = comparison.served
+    def _verdict(
+        self, comparison: tuple[list[ClassShare], int, int], batches: str, details: dict[str, Any]
+    ) -> CheckResult:
+        classes, n, total = comparison
         uniform = 1.0 / len(classes)
         warn_ratio, fail_ratio = self.rarer_ratios
         details.update(
             served_samples=n,
-            dataset_samples=comparison.reference,
+            dataset_samples=total,
             noise="binomial z of each class's served count",
             classes={
                 str(c.label): {
@@ -182,10 +178,8 @@ class LoaderCheck(SanityCheck):
         if beyond:
             c = beyond[0]
             status: Literal["fail", "warn"] = "fail" if c.ratio <= fail_ratio else "warn"  # never served: 0
-            summary = (
-                f"the sampler makes class {c.label} rarer: {c.dataset_share:.2%} of the data, "
-                f"{c.served_share:.2%} served (z = {c.z:.1f})"
-            )
+            summary = f"the sampler makes class {c.label} rarer: {c.dataset_share:.2%} of the data, "
+            summary += f"{c.served_share:.2%} served (z = {c.z:.1f})"
             return self.verdict(status, summary, details, action=action)
         if rarer:
             c = rarer[0]
@@ -202,9 +196,8 @@ class LoaderCheck(SanityCheck):
 
 
 def _later_epoch(context: CheckContext, loader: DataLoader[Any]) -> tuple[int, DataLoader[Any]] | None:
-    """A copy of ``loader`` whose sampler (a copy sharing the dataset, so the user's sampler keeps its epoch)
-    is at the planned run's last epoch (epoch 10 when unknown); ``None`` for a sampler without ``set_epoch``
-    or a distributed one."""
+    """A copy of ``loader`` whose sampler (a copy sharing the dataset) is at the planned run's last epoch
+    (epoch 10 when unknown); ``None`` for a sampler without ``set_epoch`` or a distributed one."""
     sampler = loader.sampler
     if not callable(getattr(sampler, "set_epoch", None)) or isinstance(sampler, DistributedSampler):
         return None
@@ -231,9 +224,7 @@ def _empty(split: str, loader: Any) -> tuple[str, str]:
         elif indices == 0:
             fix = f"The sampler ({type(loader.sampler).__name__}) yields no index: check the indices it gets."
         elif loader.drop_last and batch_size is not None and indices is not None and batch_size > indices:
-            fix = (
-                f"drop_last=True drops the only batch ({indices} < batch_size={batch_size}): drop_last=False."
-            )
+            fix = f"drop_last drops the only batch ({indices} < batch_size={batch_size}): drop_last=False."
     return f"the {split} loader yields no batch per epoch", fix
 
 
@@ -278,28 +269,11 @@ class ClassShare:
         return self.served_share / self.dataset_share
 
 
-@dataclass(frozen=True)
-class ShareComparison:
-    """Every class of the dataset, rarest first, and how many samples each side counted."""
-
-    classes: list[ClassShare]
-    served: int
-    reference: int
-
-
-def compare_shares(dataset: Tensor, served: Tensor, *, reference_is_sample: bool) -> ShareComparison:
-    """Compare the label shares of ``served`` (one epoch) with ``dataset``'s: ``z`` of each count against
-    binomial noise, ``(1 + N / M)`` more when ``dataset`` is itself a sample of ``M`` labels
-    (``reference_is_sample``).
-
-    Example:
-        >>> import torch
-        >>> data = torch.tensor([0] * 80 + [1] * 20)
-        >>> served = torch.tensor([0] * 98 + [1] * 2)  # class 1 made rarer
-        >>> rare = compare_shares(data, served, reference_is_sample=False).classes[0]
-        >>> rare.label, rare.served_count, round(rare.ratio, 2), round(rare.z, 1)
-        (1, 2, 0.1, -4.5)
-    """
+def compare_shares(
+    dataset: Tensor, served: Tensor, *, reference_is_sample: bool
+) -> tuple[list[ClassShare], int, int]:
+    """Every class of ``dataset``, rarest first, its share of ``served`` (one epoch) and its count's ``z``
+    (binomial noise, wider when ``dataset`` is a sample: ``reference_is_sample``), and both label counts."""
     labels, counts = torch.unique(dataset, return_counts=True)
     total, n = int(counts.sum()), len(served)
     served_counts = {int(k): int(v) for k, v in zip(*torch.unique(served, return_counts=True), strict=True)}
@@ -312,4 +286,4 @@ def compare_shares(dataset: Tensor, served: Tensor, *, reference_is_sample: bool
         std = math.sqrt(max(n * share * (1 - share) * (1 + extra), 1e-12))
         classes.append(ClassShare(label, share, got, got / n if n else 0.0, expected, (got - expected) / std))
     classes.sort(key=lambda c: (c.dataset_share, c.label))
-    return ShareComparison(classes, n, total)
+    return classes, n, total

@@ -87,12 +87,8 @@ class SplitOverlapCheck(SanityCheck):
     @override
     def check(self, context: CheckContext) -> CheckResult:
         if context.val_dataloader is None:
-            raise CheckSkipped(
-                "no validation loader: pass `val_dataloaders=` (or a datamodule with `val_dataloader()`) to "
-                "compare the splits."
-            )
-        shared = _shared_dataset(context.train_dataloader, context.val_dataloader, self.fail_fraction)
-        if shared is not None:
+            raise CheckSkipped("no validation loader: pass `val_dataloaders=` (or a datamodule with one)")
+        if (shared := self._shared_dataset(context.train_dataloader, context.val_dataloader)) is not None:
             return shared
         train = self._inputs(context, context.train_batches(self.num_batches), "training")
         val = self._inputs(context, context.val_batches(self.num_batches), "validation")
@@ -117,6 +113,7 @@ class SplitOverlapCheck(SanityCheck):
         dense = continuous and chance_rate >= DENSE_RATE
         if dense:  # neighbours sit within the near threshold (windows of one series): only copies count
             near = dict(exact)  # against the same chance rate: no verdict gets stronger on dense data
+            method = f"exact only: {chance_matches} training samples are near another"
         excess = max(0.0, len(near) - chance_rate * usable_val)
         # binomial noise of the matches expected by chance, and of the chance rate measured on training
         noise = (chance_rate * (1 - chance_rate) * usable_val * (1 + usable_val / usable_train)) ** 0.5
@@ -138,16 +135,14 @@ class SplitOverlapCheck(SanityCheck):
             "train_duplicates": train_duplicates,
             "chance_rate": chance_rate,
             "estimated_overlap": estimate,
-            "near_method": method
-            if not dense
-            else f"exact only: {chance_matches} training samples are near another",
+            "near_method": method,
             "examples": [{"val_index": v, "train_index": t} for v, t in examples],
             "measured": max(estimate, repeat_estimate),
         }
         if repeats is not None:
             details["repeats"] = {**repeats.details(), "estimated_overlap": repeat_estimate}
         near_text_only = not continuous and not exact  # text repeats itself across splits: warn at most
-        level = repeat_level(repeats, repeat_estimate, self.warn_fraction, self.fail_fraction)
+        level = repeat_level(repeats, repeat_estimate, self.fail_fraction)
         found = (
             f"{len(near)} of {usable_val} validation samples repeat a training sample ({len(exact)} exact; "
             f"{chance_rate:.1%} by chance), ~{max(estimate, repeat_estimate):.0%} of validation"
@@ -169,24 +164,18 @@ class SplitOverlapCheck(SanityCheck):
                 details,
                 action="Deduplicate (hash the samples) and split before oversampling.",
             )
-        if level == "inconclusive" and repeats and repeats.own and repeats.within_training:
-            across, own = repeats.own[:2]
-            return self.verdict(
-                "inconclusive",
-                f"validation repeats training ({across:.0%} flagged) no more than training repeats itself "
-                f"({own:.0%}): samples that coincide by chance, or a few shared subjects; cannot tell",
-                details,
-                action="If samples come from subjects (patients, customers), split by subject.",
-            )
-        if level == "inconclusive":
-            assert repeats is not None
-            return self.verdict(
-                "inconclusive",
-                f"the repeat test is undecided: {repeats.flagged} of {repeats.queries} flagged, too few "
-                f"samples (chance p = {repeats.chance_p:.1e})",
-                details,
-                action="Read more batches (`num_batches=`) or look at the pairs in details['repeats'].",
-            )
+        if level == "inconclusive" and repeats is not None:
+            if repeats.own and repeats.within_training:
+                summary = f"validation repeats training ({repeats.own[0]:.0%} flagged) no more than training "
+                summary += f"repeats itself ({repeats.own[1]:.0%}): chance, or a few shared subjects"
+                action = "If samples come from subjects (patients, customers), split by subject."
+            else:
+                summary = (
+                    f"the repeat test is undecided: {repeats.flagged} of {repeats.queries} flagged, too "
+                )
+                summary += f"few samples (chance p = {repeats.chance_p:.1e})"
+                action = "Read more batches (`num_batches=`) or look at the pairs in details['repeats']."
+            return self.verdict("inconclusive", summary, details, action=action)
         return self.verdict(
             "pass",
             f"no overlap beyond chance: {len(near)} of {usable_val} validation samples match training, "
@@ -237,35 +226,25 @@ class SplitOverlapCheck(SanityCheck):
                 chance += int((best >= threshold).sum())  # sync: once per group
         return matches, chance, " / ".join(sorted(methods)) or "none"
 
-
-def _shared_dataset(train_loader: Any, val_loader: Any, fail_fraction: float) -> CheckResult | None:
-    """A validation loader over the training dataset itself, or an overlapping ``Subset`` of the same one."""
-    if not isinstance(train_loader, DataLoader) or not isinstance(val_loader, DataLoader):
-        return None
-    train_set, val_set = train_loader.dataset, val_loader.dataset
-    name = SplitOverlapCheck.name
-    if train_set is val_set:
-        return CheckResult(
-            name,
-            "fail",
-            f"the validation loader reads the training dataset itself ({type(train_set).__name__})",
-            {"estimated_overlap": 1.0, "measured": 1.0, "shared_dataset": True},
-            action="Split the data (torch.utils.data.random_split) and give each loader its part.",
-        )
-    if isinstance(train_set, Subset) and isinstance(val_set, Subset) and train_set.dataset is val_set.dataset:
-        shared = set(map(int, train_set.indices)) & set(map(int, val_set.indices))
-        if shared:
-            fraction = len(shared) / max(1, len(val_set.indices))
-            examples = sorted(shared)[:5]
-            status: Literal["fail", "warn"] = "fail" if fraction >= fail_fraction else "warn"
-            return CheckResult(
-                name,
-                status,
-                f"Subsets of the same dataset share {len(shared)} indices ({fraction:.1%} of validation)",
-                {"estimated_overlap": fraction, "measured": fraction, "shared_indices": examples},
-                action="Draw both splits from one permutation (torch.utils.data.random_split).",
-            )
-    return None
+    def _shared_dataset(self, train: Any, val: Any) -> CheckResult | None:
+        """Validation over the training dataset itself, or an overlapping ``Subset`` of the same one."""
+        if not isinstance(train, DataLoader) or not isinstance(val, DataLoader):
+            return None
+        t, v = train.dataset, val.dataset
+        if t is v:
+            summary = f"the validation loader reads the training dataset itself ({type(t).__name__})"
+            details: dict[str, Any] = {"estimated_overlap": 1.0, "measured": 1.0, "shared_dataset": True}
+            return self.verdict("fail", summary, details, action="Split the data once (random_split).")
+        if not (isinstance(t, Subset) and isinstance(v, Subset) and t.dataset is v.dataset):
+            return None
+        shared = set(map(int, t.indices)) & set(map(int, v.indices))
+        if not shared:
+            return None
+        fraction = len(shared) / max(1, len(v.indices))
+        summary = f"Subsets of one dataset share {len(shared)} indices ({fraction:.1%} of validation)"
+        details = {"estimated_overlap": fraction, "measured": fraction, "shared_indices": sorted(shared)[:5]}
+        status: Literal["fail", "warn"] = "fail" if fraction >= self.fail_fraction else "warn"
+        return self.verdict(status, summary, details, action="Draw both splits from one random_split.")
 
 
 def _coverage(loader: Any, read: int) -> tuple[float, int | None]:
@@ -293,13 +272,7 @@ def _blank(samples: list[Tensor]) -> list[bool]:
     """Samples whose values are all equal (a one-value sample is never blank: it has nothing to vary)."""
     if not samples:
         return []
-    flags = [
-        (s.flatten() == s.flatten()[0]).all()
-        if s.numel() >= 2
-        else s.new_tensor(s.numel() == 0, dtype=torch.bool)
-        for s in samples
-    ]
-    return torch.stack(flags).tolist()  # sync: once
+    return torch.stack([(s.flatten() == s.flatten()[:1]).all() & (s.numel() != 1) for s in samples]).tolist()
 
 
 def _fingerprint(x: Tensor) -> Tensor:

@@ -86,7 +86,7 @@ class TargetLeakageCheck(SanityCheck):
         check_in_range("max_correlation", max_correlation, 0, 1, low_open=True)
         if num_bins is not None:
             warn_deprecated(
-                "TargetLeakageCheck(num_bins=) is deprecated and ignored: the lookup tables use 32 bins."
+                "TargetLeakageCheck(num_bins=) is deprecated and ignored: the tables use 32 bins."
             )
         check_int("train_steps", train_steps, minimum=0)
         check_in_range("too_good_fraction", too_good_fraction, 0, 1, low_open=True)
@@ -96,7 +96,6 @@ class TargetLeakageCheck(SanityCheck):
         self.num_samples = num_samples
         self.max_accuracy = max_accuracy
         self.max_correlation = max_correlation
-        self.num_bins = num_bins
         self.train_steps = train_steps
         self.too_good_fraction = too_good_fraction
         self.target_as_input = target_as_input
@@ -107,9 +106,7 @@ class TargetLeakageCheck(SanityCheck):
         train, held_out, validation = held_out_split(context, *args)
         source = "validation batches" if validation else "held-out training batches (no validation loader)"
         if any(t is None for t in context.split(train[0])):
-            raise CheckSkipped(
-                "cannot find both the input and the target tensor; pass `input_key` / `target_key`."
-            )
+            raise CheckSkipped("cannot find the input and target tensors: pass `input_key` / `target_key`.")
         first = first_of(context, train[0], self.model_samples)
         fed, uses = _abstaining(probe_target_fed, context, first, self.target_as_input)
         probes: dict[str, Probe] = {
@@ -126,8 +123,7 @@ class TargetLeakageCheck(SanityCheck):
             if uses is False:
                 probes["too_good"] = Probe(_IGNORED)
             else:
-                task = probes["single_feature"].evidence.get("task", (None, None))
-                classes = task[1] if task[0] == "classification" else None
+                classes = probes["single_feature"].evidence.get("task", (None, None))[1]  # None: a regression
                 capped = [first_of(context, batch, self.eval_samples) for batch in held_out]
                 steps, fraction = self.train_steps, self.too_good_fraction
                 probes["too_good"] = _abstaining(

@@ -81,11 +81,9 @@ class OptimizationCheck(SanityCheck):
         per_optimizer = [sum(s.optimizer == i for s in fit.steps) for i in range(len(fit.optimizers))]
         details: dict[str, Any] = {
             "optimization": "automatic" if fit.automatic else "manual",
-            "optimizers": fit.optimizers,
             "batches": len(fit.train_losses),
             "steps": len(fit.steps),
             "steps_per_optimizer": per_optimizer,
-            "received_grad": len(fit.received_grad),
             "seconds_trial": round(fit.seconds, 3),  # one trial fit, shared with validation_path
             "max_residual": max((r for _, r in kinds if math.isfinite(r)), default=0.0),
             "no_backward_steps": [s.batch for s in fit.steps if s.backwards == 0],
@@ -94,73 +92,44 @@ class OptimizationCheck(SanityCheck):
             "scaled_steps": sum(1 for kind, _ in kinds if kind in ("scaled", "last_only")),
             "last_backward_only_steps": [{"batch": s.batch, "backwards": s.backwards} for s in last_only],
             "not_in_optimizer": fit.not_in_optimizer,
-            "never_changed": fit.never_changed,
         }
         details["never_stepped"] = idle = _never_stepped(context, per_optimizer, set(fit.received_grad))
         if not fit.steps and not fit.received_grad:
             raise CheckSkipped(f"no optimizer step and no gradient in {len(fit.train_losses)} trial batches.")
         where = f"{len(fit.steps)} step(s) in {len(fit.train_losses)} batches ({details['optimization']})"
-        window = last_only[0].backwards if last_only else 0
-        problems = [  # (broken, summary, action), the most basic first
-            (
-                not fit.steps,
-                f"{len(fit.received_grad)} parameter(s) got gradients in {len(fit.train_losses)} batches, "
-                "but no optimizer.step() ran",
-                "Return an optimizer from configure_optimizers; in manual optimisation call opt.step().",
-            ),
-            (
-                details["no_backward_steps"],
-                f"{where}: {len(details['no_backward_steps'])} ran with no backward pass since the last",
-                "Order each step as opt.zero_grad(); self.manual_backward(loss); opt.step().",
-            ),
-            (
-                carried,
-                f"{where}: gradients are never cleared, {len(carried)} step(s) still held "
-                f"{carried[0]['share'] if carried else 0:.2f} of the previous step's",
-                "Call opt.zero_grad() once per step, before that step's backward passes.",
-            ),
-            (
-                details["cleared_steps"],
-                f"{where}: at {len(details['cleared_steps'])} step(s) the gradients were zeroed between the "
-                "backward and the step",
-                "Call opt.zero_grad() before self.manual_backward(loss), not between it and opt.step().",
-            ),
-            (
-                last_only,
-                f"{where}: {len(last_only)} used only the last of their {window} backward passes' gradients: "
-                "cleared in the window",
-                "Call opt.zero_grad() after opt.step() (once per window), not before every backward.",
-            ),
-            (
-                idle,
-                f"{where}: optimizer {idle[0]['optimizer'] if idle else ''} never stepped; "
-                f"{idle[0]['with_grad'] if idle else 0} params with gradients: "
-                f"{listed(idle[0]['params'], width=30) if idle else ''}",
-                "Call step() on every optimizer whose parameters get gradients, or freeze them "
-                "(requires_grad=False).",
-            ),
-            (
-                fit.not_in_optimizer,
-                f"{len(fit.not_in_optimizer)} parameter(s) get gradients but are in no optimizer: "
-                f"{listed(fit.not_in_optimizer)}",
-                "Build the optimizer from self.parameters(), or add these modules to a param group.",
-            ),
-            (
-                fit.never_changed,
-                f"{len(fit.never_changed)} parameter(s) had gradients at steps with lr > 0, never changed: "
-                f"{listed(fit.never_changed)}",
-                "Make the optimizer step the module's own parameters (not a copy of them).",
-            ),
-        ]
-        for broken, summary, action in problems:
-            if broken:
-                return self.verdict("fail", summary, details, action=action)
-        if not fit.lr_positive:
-            raise CheckInconclusive(
-                f"{where}: every step ran with lr 0, so whether steps move weights is unknown"
-            )
-        summary = f"{where}: each used exactly its own backward passes' gradients and moved the weights"
-        return self.verdict("pass", summary, details)
+        if not fit.steps:  # the most basic first
+            summary = f"{where}: {len(fit.received_grad)} parameter(s) got gradients; no optimizer.step()"
+            action = "Return an optimizer from configure_optimizers; in manual optimisation call opt.step()."
+        elif details["no_backward_steps"]:
+            summary = f"{where}: {len(details['no_backward_steps'])} ran with no backward pass since the last"
+            action = "Order each step as opt.zero_grad(); self.manual_backward(loss); opt.step()."
+        elif carried:
+            held = f"{carried[0]['share']:.2f} of the previous step's"
+            summary = f"{where}: gradients are never cleared, {len(carried)} step(s) still held {held}"
+            action = "Call opt.zero_grad() once per step, before that step's backward passes."
+        elif cleared := details["cleared_steps"]:
+            summary = f"{where}: {len(cleared)} zeroed the gradients between the backward and the step"
+            action = "Call opt.zero_grad() before self.manual_backward(loss), not between it and opt.step()."
+        elif last_only:
+            window = last_only[0].backwards
+            summary = f"{where}: {len(last_only)} used only the last of their {window} backward passes"
+            action = "Call opt.zero_grad() after opt.step() (once per window), not before every backward."
+        elif idle:
+            params = f"{idle[0]['with_grad']} params with gradients: {listed(idle[0]['params'], width=30)}"
+            summary = f"{where}: optimizer {idle[0]['optimizer']} never stepped; {params}"
+            action = "Step every optimizer whose params get gradients, or freeze them (requires_grad=False)."
+        elif lost := fit.not_in_optimizer:
+            summary = f"{len(lost)} parameter(s) get gradients but are in no optimizer: {listed(lost)}"
+            action = "Build the optimizer from self.parameters(), or add these modules to a param group."
+        elif still := fit.never_changed:
+            summary = f"{len(still)} parameter(s) with gradients at lr > 0 never changed: {listed(still)}"
+            action = "Make the optimizer step the module's own parameters (not a copy of them)."
+        elif not fit.lr_positive:
+            raise CheckInconclusive(f"{where}: every step ran with lr 0, so no weight could move")
+        else:
+            summary = f"{where}: each used exactly its own backward passes' gradients and moved the weights"
+            return self.verdict("pass", summary, details)
+        return self.verdict("fail", summary, details, action=action)
 
 
 def _never_stepped(

@@ -39,8 +39,7 @@ PLATEAU_STEPS, PLATEAU_MOVE = 100, 0.2
 
 @dataclass
 class LRCurves:
-    """The LR of each param group at each optimizer step simulated (``values[step, group]``), the groups' base
-    LRs and labels, the error a scheduler raised (and at which step)."""
+    """``values[step, group]``: each group's LR per simulated step; bases, labels, a scheduler's error."""
 
     values: Tensor
     bases: list[float]
@@ -53,17 +52,7 @@ def lr_curves(
     configs: list[SchedulerConfig], total: int, batches_per_epoch: int | None, accumulate: int = 1
 ) -> LRCurves:
     """Step ``configs`` (copies) over ``total`` optimizer steps as Lightning's fit loop does, recording every
-    group's LR before each step; a scheduler that raises ends the curve there, with the error.
-
-    Example:
-        >>> import torch
-        >>> from lightning_recipes.harness.schedulers import SchedulerConfig
-        >>> optimizer = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=1.0)
-        >>> step = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
-        >>> curves = lr_curves([SchedulerConfig(step, "epoch")], total=6, batches_per_epoch=1)
-        >>> curves.values[:, 0].tolist()
-        [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
-    """
+    group's LR before each step; a scheduler that raises ends the curve there, with the error."""
     optimizers = list({id(c.optimizer): c.optimizer for c in configs if c.optimizer is not None}.values())
     groups = [group for optimizer in optimizers for group in optimizer.param_groups]
     labels = [
@@ -118,21 +107,8 @@ class CurveFinding:
 def judge_curve(
     curve: Tensor, base: float, total: int, *, collapse: float, low: float, growth: float
 ) -> CurveFinding | None:
-    """The first broken rule (``never_warms_up``, ``collapse``, ``grows``: the guide states them) of one
-    group's LR ``curve`` over a planned run of ``total`` steps, judged on what a shorter curve shows;
-    ``None``: sane.
-
-    Example:
-        >>> import torch
-        >>> decayed = 0.5 ** torch.arange(100.0)  # halves every step
-        >>> judge_curve(decayed, 1.0, 100, collapse=1e-3, low=1e-2, growth=10).rule
-        'collapse'
-        >>> judge_curve(torch.ones(100), 1.0, 100, collapse=1e-3, low=1e-2, growth=10) is None
-        True
-        >>> warm_then_flat = torch.linspace(1e-4, 1.0, 100).clamp(max=0.5) * 2  # from 2e-4 x base
-        >>> judge_curve(warm_then_flat, 1.0, 100, collapse=1e-3, low=1e-2, growth=1000) is None
-        True
-    """
+    """The first rule (``never_warms_up``, ``collapse``, ``grows``; see the guide) one group's LR ``curve``
+    breaks over a planned run of ``total`` steps, judged on what a shorter curve shows; ``None``: sane."""
     n = len(curve)
     if n == 0 or base <= 0:
         return None
@@ -239,9 +215,7 @@ class ScheduleCheck(SanityCheck):
             summary = f"`configure_optimizers` fails on a copy without a Trainer ({error.split(':')[0]})"
             return self.verdict("inconclusive", summary, {"error": error}, action=_ASK_LENGTH)
         if error:
-            raise RuntimeError(
-                f"`configure_optimizers` raised on a copy for the planned run ({run.source}): {error}"
-            )
+            raise RuntimeError(f"`configure_optimizers` raised on a copy ({run.source}): {error}")
         configs = schedulers_from_config(config)
         if not configs and stand_in_error:
             raise CheckInconclusive(
@@ -287,18 +261,8 @@ class ScheduleCheck(SanityCheck):
         if total is None:
             total, source = _own_length(stepped, run.steps_per_epoch)
         early = _collapses_at_any_length(stepped, run, self.collapse, self.low) if total is None else None
-        if early is not None and early.get("rule") == "idle_first_epoch":
-            summary = (
-                f"{names}: the LR of {early['group']} is 0 through all of epoch 0 ({early['steps']} steps)"
-            )
-            action = 'A warm-up sized in steps needs "interval": "step" (stepped per epoch it starts at 0).'
-            return self.verdict("warn", summary[:SUMMARY_LIMIT], {"schedulers": names, **early}, action)
         if early is not None:
-            summary = (
-                f"{names}: the LR {early['measured']} and stays there for any run of 2 to "
-                f"{early['horizon_epochs']} epochs"
-            )
-            action = f"{_FIXES['collapse']} {_ASK_LENGTH}"
+            summary, action = f"{names}: the LR {early.pop('summary')}", early.pop("action")
             return self.verdict("warn", summary[:SUMMARY_LIMIT], {"schedulers": names, **early}, action)
         if total is None:
             summary = "the run's length is unknown and no scheduler states one"
@@ -316,10 +280,8 @@ class ScheduleCheck(SanityCheck):
             "trial": observed,
             "plateau": plateau,
             "total_steps": total,
-            "simulated_steps": len(curves.values),
             "length_source": source,
             "schedulers": [_described(c) for c in stepped],
-            "not_simulated": len(configs) - len(stepped),
             "deterministic": True,
             "groups": {
                 label: _summary(curves.values[:, i], base)
@@ -337,9 +299,7 @@ class ScheduleCheck(SanityCheck):
             summary = f"{names}: the LR {finding.message} ({finding.rule})"[:SUMMARY_LIMIT]
             return self.verdict("fail", summary, details, action=_FIXES[finding.rule])
         if len(curves.values) < total:
-            raise CheckInconclusive(
-                f"the run's {total} steps exceed the {len(curves.values)} simulated; none broke a rule"
-            )
+            raise CheckInconclusive(f"the {len(curves.values)} steps simulated of {total} broke no rule")
         first = details["groups"][curves.labels[0]]
         lr = f"LR {first['first']:.3g} -> {first['last']:.3g}, peak {first['peak']:.3g}"
         summary = f"{names} over {total} steps: {lr}: no collapse, endless warm-up or growth"
@@ -371,6 +331,7 @@ def _unfinished_rise(
     ]
 
 
+_IDLE = 'A warm-up sized in steps needs "interval": "step" (stepped per epoch it starts at 0).'
 _PER_STEP = 'Register a scheduler sized in optimizer steps with "interval": "step" (a dict), not per epoch.'
 #: What each scheduler states as its own length (in its own steps).
 _STATED_LENGTH = {OneCycleLR: "total_steps", CosineAnnealingLR: "T_max", PolynomialLR: "total_iters"}
@@ -416,12 +377,10 @@ def _sized_in_steps(context: CheckContext, run: RunLength, where: str) -> dict[s
             return {
                 "summary": f"{name}({attribute}={length}) is sized in optimizer steps ({total} {where}) but "
                 f"stepped per epoch: {taken} of its {length} steps",
-                "scheduler": _described(config),
                 "stated_length": length,
                 "stated_length_for_twice_the_steps": stated_twice[1],
                 "run_steps": total,
                 "scheduler_steps_in_run": taken,
-                "run": run.source,
             }
     return None
 
@@ -539,7 +498,6 @@ def plateau_directions(context: CheckContext, config: Any) -> list[dict[str, Any
     for scheduler, monitor in monitors:
         a, b = before.get(monitor), after.get(monitor)
         entry: dict[str, Any] = {"monitor": monitor, "mode": scheduler.mode, "before": a, "after": b}
-        entry["loss"] = (loss_before, loss_after)
         if a is None or b is None:
             entry.update(agrees=None, why=f"{monitor!r} is not logged on a copy's step")
         elif not learned:
@@ -574,10 +532,8 @@ def _configure(model: Any, stand_in: Any) -> tuple[Any, str, str]:
 
 
 def _summary(curve: Tensor, base: float) -> dict[str, Any]:
-    every = max(1, len(curve) // 50)
-    first, peak, lowest, last = float(curve[0]), float(curve.max()), float(curve.min()), float(curve[-1])
-    ends = {"first": first, "peak": peak, "lowest": lowest, "last": last}
-    return {"base": base, **ends, "curve_every": every, "curve": [float(v) for v in curve[::every]]}
+    ends = {"first": float(curve[0]), "peak": float(curve.max()), "last": float(curve[-1])}
+    return {"base": base, **ends, "curve": [float(v) for v in curve[:: max(1, len(curve) // 50)]]}
 
 
 def _described(config: SchedulerConfig) -> str:
@@ -587,9 +543,8 @@ def _described(config: SchedulerConfig) -> str:
 def _collapses_at_any_length(
     configs: list[SchedulerConfig], run: RunLength, collapse: float, low: float
 ) -> dict[str, Any] | None:
-    """Run length unknown: a group whose LR is exactly 0 through all of epoch 0 (it cannot learn in it at any
-    run length: ``rule`` ``"idle_first_epoch"``), or collapses in epoch 0 for 2 and ``horizon`` epochs
-    alike."""
+    """Run length unknown: a group whose LR is 0 through all of epoch 0 (``"idle_first_epoch"``), or collapses
+    in epoch 0 for 2 and ``horizon`` epochs alike."""
     per_epoch = run.steps_per_epoch
     if not per_epoch:
         return None
@@ -601,16 +556,20 @@ def _collapses_at_any_length(
     for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True)):
         curve = curves.values[:, column]
         if base > 0 and float(curve[:per_epoch].abs().max()) == 0.0:
-            return {"rule": "idle_first_epoch", "group": label, "steps": per_epoch}
+            summary = f"of {label} is 0 through all of epoch 0 ({per_epoch} steps)"
+            idle = {"rule": "idle_first_epoch", "group": label, "steps": per_epoch}
+            return {**idle, "summary": summary, "action": _IDLE}
         found = [judge_curve(curve[:n], base, n, **rules) for n in (shortest, horizon)]
         below = torch.nonzero(curve < collapse * base).flatten()
         if all(f is not None and f.rule == "collapse" for f in found) and len(below) and below[0] < per_epoch:
+            measured = f"falls below {collapse:g} x base at step {int(below[0])} of epoch 0"
             return {
                 "group": label,
-                "measured": f"falls below {collapse:g} x base at step {int(below[0])} of epoch 0",
+                "measured": measured,
+                "summary": f"{measured} and stays there for any run of 2 to {horizon // per_epoch} epochs",
+                "action": f"{_FIXES['collapse']} {_ASK_LENGTH}",
                 "collapse_step": int(below[0]),
                 "steps_per_epoch": per_epoch,
-                "shortest_epochs": 2,
                 "horizon_epochs": horizon // per_epoch,
             }
     return None

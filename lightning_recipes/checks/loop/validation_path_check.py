@@ -14,7 +14,7 @@ from lightning_recipes._stats import difference_noise
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._probe import first_samples, keeping_statistics, listed
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
-from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
+from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped, Status
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.trial_fit import trial_fit
 
@@ -87,17 +87,14 @@ class ValidationPathCheck(SanityCheck):
             )
         losses = [v for v in fit.train_losses if math.isfinite(v)]
         details: dict[str, Any] = {
-            "source": view.source,
-            "val_before": view.before,
-            "val_after": view.after,
             "batches": len(fit.train_losses),
             "samples": fit.samples,
             "seconds_trial": round(fit.seconds, 3),
         }
         if len(losses) < 3 or len(losses) < len(fit.train_losses):
+            finite = f"{len(losses)} of {len(fit.train_losses)}"
             raise CheckInconclusive(
-                f"the trial's training loss was finite at {len(losses)} of {len(fit.train_losses)} batches: "
-                "nothing to compare validation with"
+                f"the trial's training loss was finite at {finite} batches: no comparison"
             )
         first, last = losses[0], losses[-1]
         sigma = difference_noise(losses[len(losses) // 2 - 1 :], order=2)  # the end: less curvature
@@ -106,7 +103,7 @@ class ValidationPathCheck(SanityCheck):
         share = val_drop / train_drop if train_drop else 0.0
         details.update(train_first=first, train_last=last, train_noise=sigma, train_drop=train_drop)
         details.update(val_drop=val_drop, share=share, min_share=self.min_share)
-        details.update({k: v for k, v in vars(view).items() if k not in ("before", "after", "source")})
+        details.update(vars(view))
         if train_drop < needed:
             raise CheckInconclusive(
                 f"the copy did not fit the batch in {len(losses)} steps (loss {first:.3g} -> {last:.3g}, "
@@ -121,18 +118,16 @@ class ValidationPathCheck(SanityCheck):
                 return self.verdict("pass", f"{saw} ({share:.0%}): validation sees the fit", details)
             details["gap_after"] = gap = view.after - last
             far = gap > self.min_share * train_drop + 3 * sigma or (view.input_difference or 0) >= INPUT_FAIL
-            return self.verdict(
-                "fail" if far else "warn", f"{saw}, but {inputs}", details, action=same_preprocessing
-            )
+            status: Status = "fail" if far else "warn"
+            return self.verdict(status, f"{saw}, but {inputs}", details, action=same_preprocessing)
         lags = f"{saw} ({share:.0%} of the fall)"
         if view.stale:
             stale = f"{lags}: it reads {len(view.stale)} stale: {listed(view.stale, 24)}"
             action = "Update the averaged copy each step, or evaluate the modules training trains."
             return self.verdict("fail", stale, details, action=action)
         if view.averaged and view.lag is not None and view.lag < 1 - 1e-3 and val_drop > 3 * sigma:
-            return self.verdict(
-                "pass", f"{lags}: it reads averaged weights, {1 - view.lag:.0%} of the way there", details
-            )
+            summary = f"{lags}: it reads averaged weights, {1 - view.lag:.0%} of the way there"
+            return self.verdict("pass", summary, details)
         if differs:
             return self.verdict("fail", f"{lags}; {inputs}", details, action=same_preprocessing)
         if view.batchnorm_lag > BATCHNORM_LAG or (view.batchnorm_lag > 0 and share >= BATCHNORM_PARTIAL):

@@ -1,16 +1,4 @@
-"""Which loss function produced the returned loss, what an untrained model should score on it, and its floor.
-
-Example:
-    >>> import torch
-    >>> from torch.nn import functional as F
-    >>> with record_loss_calls() as calls:
-    ...     loss = F.cross_entropy(torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]))
-    >>> calls[0].function, calls[0].num_classes
-    ('cross_entropy', 10)
-    >>> expectation = expected_initial_loss(calls[0])
-    >>> round(expectation.value, 4), expectation.label
-    (2.3026, 'ln 10')
-"""
+"""Which loss function produced the returned loss, what an untrained model scores on it, its floor."""
 
 from __future__ import annotations
 
@@ -25,12 +13,6 @@ from torch import Tensor
 
 from lightning_recipes.harness import LossCall, LossRecorder
 
-# fmt: off
-__all__ = ["CLASSIFICATION", "KINDS", "REGRESSION", "Expectation", "KnownFloor", "binary_entropy", "ce_floor",
-           "expected_initial_loss", "is_prior_output", "known_floor", "loss_call_for", "record_loss_calls",
-           "reduced", "target_of"]
-# fmt: on
-
 REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
 CLASSIFICATION = frozenset(
     {"cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"}
@@ -41,28 +23,19 @@ _MIN_SKEW = 0.1  # nats: labels closer than this to uniform are read as uniform 
 
 
 def is_prior_output(kl_to_prediction: float, kl_to_uniform: float, categories: int, samples: int) -> bool:
-    """Whether a mean prediction ``q`` is the label prior ``p`` (a small ``KL(p || q)``, ``p`` beyond chance).
-
-    Example:
-        >>> is_prior_output(0.01, 0.37, categories=2, samples=64)  # 1:9 labels, a prior-initialised bias
-        True
-        >>> is_prior_output(0.06, 0.066, categories=64, samples=480)  # uniform labels, sampling noise
-        False
-    """
+    """Whether a mean prediction ``q`` is the label prior ``p`` (small ``KL(p || q)``, ``p`` not uniform)."""
     noise = (categories - 1) / (2 * max(samples, 1))
     return kl_to_uniform > max(_MIN_SKEW, 3 * noise) and kl_to_prediction < _PRIOR_SHARE * kl_to_uniform
 
 
 @dataclass(frozen=True)
 class Expectation:
-    """What an untrained model should score: ``value`` (``None`` when unknown: ``reason`` says why), a short
-    ``label`` (``"ln 10"``) and the long ``source``."""
+    """What an untrained model scores: ``value``, ``source`` (else why not), a short ``label`` (``ln 10``)."""
 
     value: float | None
     source: str
     num_classes: int | None = None
     label: str = ""
-    reason: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -77,8 +50,7 @@ def target_of(call: LossCall) -> Tensor:
 def record_loss_calls(
     inspect_input: Callable[[Tensor], Any] | None = None, batch: Any = None
 ) -> Generator[list[LossCall], None, None]:
-    """Record every call of :data:`KINDS` inside the block (``inspect_input`` runs on each prediction at call
-    time; with ``batch``, each call names its entries). Cost: a Python hook on each torch call in it."""
+    """Record each call of :data:`KINDS` in the block; ``inspect_input`` sees each prediction (a hook)."""
     with LossRecorder(batch, functions=KINDS, inspect_output=inspect_input) as recorder:
         yield recorder.calls
 
@@ -98,29 +70,18 @@ def loss_call_for(calls: Sequence[LossCall], loss: Tensor) -> LossCall | None:
 
 
 @dataclass(frozen=True)
-class KnownFloor:
-    """The lowest value a recognised loss can reach whatever the model outputs: ``value`` (same reduction as
-    the returned loss) and ``how`` (which losses, which floor)."""
+class LossFloor:
+    """The lowest loss reachable (as reduced), whether an input bound causes it, why, own minimum, a fix."""
 
     value: float
+    bounded: bool
     how: str
+    minimum: float = 0.0
+    fix: str = "Return raw logits, let the loss apply softmax/sigmoid (a sigmoid per label); no clamp."
 
 
-def known_floor(calls: Sequence[LossCall], loss: Tensor) -> KnownFloor | None:
-    """The floor of ``loss`` when it is one recorded call or the plain sum of all, each with a known floor.
-
-    Example:
-        >>> import torch
-        >>> from torch.nn import functional as F
-        >>> soft = torch.tensor([[0.5, 0.5], [1.0, 0.0]])  # probability targets: entropies ln 2 and 0
-        >>> with record_loss_calls() as calls:
-        ...     loss = F.cross_entropy(torch.zeros(2, 2), soft) + F.mse_loss(torch.zeros(3), torch.ones(3))
-        >>> floor = known_floor(calls, loss)
-        >>> round(floor.value, 4), floor.how
-        (0.3466, "sum of cross_entropy (the targets' entropy) + mse_loss (0)")
-        >>> known_floor(calls, 2 * loss) is None  # rescaled: not known
-        True
-    """
+def known_floor(calls: Sequence[LossCall], loss: Tensor) -> LossFloor | None:
+    """The floor of ``loss`` when it is one recorded call or the plain sum of all, each of known floor."""
     call = loss_call_for(calls, loss)
     terms = [call] if call is not None else [c for c in calls if c.loss is not None and c.loss.numel() > 0]
     if call is None:  # a plain sum of two or more calls, else not known
@@ -135,12 +96,11 @@ def known_floor(calls: Sequence[LossCall], loss: Tensor) -> KnownFloor | None:
         return None
     hows = [f"{c.function} ({how})" for c, (_, how) in zip(terms, floors, strict=True)]
     how = hows[0] if len(hows) == 1 else "sum of " + " + ".join(hows)
-    return KnownFloor(sum(value for value, _ in floors), how)
+    return LossFloor(sum(value for value, _ in floors), False, how)
 
 
 def own_floor(call: LossCall) -> tuple[float, str] | None:
-    """The lowest value of one recorded loss call over every prediction, as reduced, and what it is (0, or the
-    targets' entropy; the guide lists them); ``None`` when not known."""
+    """The lowest value of one loss call over every prediction, as reduced, and what it is; else ``None``."""
     reduction = call.kwargs.get("reduction", "mean")
     if call.function in REGRESSION or call.function == "nll_loss":
         return 0.0, "0"
@@ -174,8 +134,7 @@ def own_floor(call: LossCall) -> tuple[float, str] | None:
 
 
 def ce_floor(classes: int, smoothing: float, spread: float) -> float:
-    """The lowest per-sample cross-entropy over ``classes`` with label smoothing and logits spanning at most
-    ``spread`` (``math.inf``: the smoothed target's entropy, 0 without smoothing)."""
+    """Lowest per-sample cross-entropy over ``classes``, label smoothing given, logit spread <= ``spread``."""
     top = 1 - smoothing + smoothing / classes
     best = math.inf if smoothing <= 0 else math.log(top * (classes - 1) / (1 - top))
     s = min(best, spread)
@@ -193,14 +152,13 @@ def reduced(per_element: Tensor, reduction: str) -> float:
 
 
 def expected_initial_loss(call: LossCall, batches: Sequence[LossCall] = ()) -> Expectation:
-    """The loss an untrained model should score for ``call`` (``ln C``, ``ln 2`` per output, or the prior's
-    entropy; ``reason`` says why not); ``batches``: the same call on more batches."""
+    """The loss an untrained model scores on ``call`` (``ln C``, ``ln 2``, prior entropy; else why not)."""
     if call.function in ("cross_entropy", "nll_loss"):
         return _categorical(call, [call, *batches])
     if call.function in ("binary_cross_entropy_with_logits", "binary_cross_entropy"):
         return _binary(call, [call, *batches])
     kind = " (regression, reconstruction)" if call.function in REGRESSION else ""
-    return Expectation(None, "", reason=f"{call.function}{kind} has no known value at init")
+    return Expectation(None, f"{call.function}{kind} has no known value at init")
 
 
 def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
@@ -209,14 +167,11 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
     uniform = math.log(classes)
     scores = "logits" if call.function == "cross_entropy" else "log-probabilities"
     kind = "integer" if call.integer_target else "soft"
-    source = (
-        f"ln {classes}, {scores} {list(call.output.shape)} for {kind} targets {list(target_of(call).shape)}"
-    )
+    shapes = f"{scores} {list(call.output.shape)} for {kind} targets {list(target_of(call).shape)}"
     smoothing = float(call.kwargs.get("label_smoothing") or 0.0) if call.function == "cross_entropy" else 0.0
-    extra: dict[str, Any] = {"floor": ce_floor(classes, smoothing, math.inf)} if smoothing > 0 else {}
-    if smoothing > 0:
-        extra["label_smoothing"] = smoothing
-    plain = Expectation(uniform, source, classes, f"ln {classes}", extra=extra)
+    smoothed = {"floor": ce_floor(classes, smoothing, math.inf), "label_smoothing": smoothing}
+    extra = smoothed if smoothing > 0 else {}
+    plain = Expectation(uniform, f"ln {classes}, {shapes}", classes, f"ln {classes}", extra=extra)
     if not call.integer_target or classes < 2:
         return plain
     prior, predicted, samples = _class_frequencies(calls, classes)
@@ -227,12 +182,7 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
     kl_prediction = float((prior[seen] * (prior[seen] / predicted[seen].clamp_min(1e-12)).log()).sum())
     if not is_prior_output(kl_prediction, uniform - entropy, classes, samples):
         return plain
-    extra |= {"prior_entropy": entropy, "prior_kl": kl_prediction}
-    source = (
-        f"entropy of the label prior, {call.function} over {classes} classes: the mean prediction at init is "
-        f"the label prior (KL {kl_prediction:.3f} nats, {uniform - entropy:.3f} for a uniform output)"
-    )
-    return Expectation(entropy, source, classes, "prior entropy", extra=extra)
+    return _prior(call, entropy, kl_prediction, uniform - entropy, **extra)
 
 
 def _class_frequencies(calls: list[LossCall], classes: int) -> tuple[Tensor | None, Tensor | None, int]:
@@ -258,8 +208,7 @@ def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
     logits = call.function == "binary_cross_entropy_with_logits"
     target = target_of(call)
     if not bool(((target == 0) | (target == 1)).all()):  # sync: once
-        reason = f"{call.function} on targets that are not 0/1 has no known value at init"
-        return Expectation(None, "", reason=reason)
+        return Expectation(None, f"{call.function} on targets that are not 0/1 has no known value at init")
     pos_weight = call.kwargs.get("pos_weight") if logits else None
     ln2 = math.log(2)
     if isinstance(pos_weight, Tensor):
@@ -273,14 +222,15 @@ def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
     kl_t = -entropy_t - rate * q.log() - (1 - rate) * (1 - q).log()  # KL(rate || q) per output
     kl_prediction, kl_uniform = float(kl_t.sum()), float((ln2 - entropy_t).sum())
     if is_prior_output(kl_prediction, kl_uniform, 1 + len(rate), samples):
-        entropy = float(entropy_t.mean())  # sync: once
-        source = (
-            f"mean binary entropy of the positive rate, {call.function}: the mean prediction at init is the "
-            f"label prior (KL {kl_prediction:.3f} nats, {kl_uniform:.3f} for p = 0.5)"
-        )
-        extra = {"prior_entropy": entropy, "prior_kl": kl_prediction}
-        return Expectation(entropy, source, label="prior entropy", extra=extra)
+        return _prior(call, float(entropy_t.mean()), kl_prediction, kl_uniform)  # sync: once
     return Expectation(ln2, f"ln 2 per output, {call.function} at p = 0.5", label="ln 2")
+
+
+def _prior(call: LossCall, entropy: float, kl: float, uniform: float, **extra: Any) -> Expectation:
+    """The entropy of the label prior, expected when the mean prediction at init is that prior."""
+    source = f"entropy of the label prior ({call.function}): KL {kl:.3f} nats at init, {uniform:.3f} uniform"
+    extra |= {"prior_entropy": entropy, "prior_kl": kl}
+    return Expectation(entropy, source, call.num_classes, "prior entropy", extra=extra)
 
 
 def _positive_rates(calls: list[LossCall], logits: bool) -> tuple[Tensor, Tensor, int]:

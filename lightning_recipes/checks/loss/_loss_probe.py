@@ -1,17 +1,4 @@
-"""What one ``training_step`` shows of its loss: a floor from a bounded input, the gradient per target value,
-the loss along a descent ray, the scale of regression targets.
-
-Example:
-    >>> import torch
-    >>> from torch.nn import functional as F
-    >>> from lightning_recipes.checks.loss._expected_loss import record_loss_calls
-    >>> logits = torch.zeros(6, 3, requires_grad=True)
-    >>> with record_loss_calls() as calls:
-    ...     loss = F.cross_entropy(logits.softmax(-1), torch.tensor([0, 1, 2, 0, 1, 2]))
-    >>> floor = loss_floor(calls[0])
-    >>> round(floor.value, 4), floor.bounded  # probabilities are logits in [0, 1]
-    (0.5514, True)
-"""
+"""What one ``training_step`` shows of its loss: bounded inputs, gradients per target value, a descent ray."""
 
 from __future__ import annotations
 
@@ -31,6 +18,7 @@ from torch.nn.modules.loss import _Loss
 from lightning_recipes.checks._probe import seed_all
 from lightning_recipes.checks.loss._expected_loss import (
     CLASSIFICATION,
+    LossFloor,
     binary_entropy,
     ce_floor,
     loss_call_for,
@@ -40,12 +28,7 @@ from lightning_recipes.checks.loss._expected_loss import (
 from lightning_recipes.harness import Harness, LossCall, LossRecorder, batch_entries, first_tensor
 from lightning_recipes.harness.loss_calls import RowMix
 
-# fmt: off
-__all__ = ["LabelCount", "LossFloor", "LossProbe", "descent_ray", "drop_cause",
-           "falls_without_bound", "input_bounds", "label_evidence", "learned_scale", "loss_along",
-           "loss_floor", "modules_run", "padding_reason", "probe_step", "scale_of"]
-# fmt: on
-
+_CLAMPS = {"HardtanhBackward0", "ClampBackward0", "ClampBackward1", "ClampMinBackward0", "ClampMaxBackward0"}
 _RESHAPES = frozenset({"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "CloneBackward0"})
 _PASS_THROUGH = _RESHAPES | {  # ops that keep every value of their input: bounds carry through them
     f"{op}Backward{n}"
@@ -114,17 +97,13 @@ def _op_bounds(fn: Any, depth: int) -> Bounds | None:
             return Bounds(low, high, what + (" (probabilities)" if what == "sigmoid" else ""))
         low, high = squash(inner.low), squash(inner.high)
         return Bounds(low, high, f"{what} of {inner.how}: values in [{low:.4g}, {high:.4g}]")
-    if name == "HardtanhBackward0":
-        low_, high_ = _scalar(fn._saved_min_val), _scalar(fn._saved_max_val)
-        if low_ is None or high_ is None:
-            return None
-        return Bounds(low_, high_, f"hardtanh to [{low_:g}, {high_:g}]")
-    if name in ("ClampBackward0", "ClampBackward1", "ClampMinBackward0", "ClampMaxBackward0"):
-        low_, high_ = _scalar(getattr(fn, "_saved_min", None)), _scalar(getattr(fn, "_saved_max", None))
+    if name in _CLAMPS:
+        op, suffix = ("hardtanh", "_val") if name == "HardtanhBackward0" else ("clamp", "")
+        low_, high_ = (_scalar(getattr(fn, f"_saved_{end}{suffix}", None)) for end in ("min", "max"))
         if low_ is None and high_ is None:
             return None
         low, high = -math.inf if low_ is None else low_, math.inf if high_ is None else high_
-        return Bounds(low, high, f"clamp to [{low:g}, {high:g}]")
+        return Bounds(low, high, f"{op} to [{low:g}, {high:g}]")
     return None
 
 
@@ -141,24 +120,11 @@ def _scalar(value: Any) -> float | None:
     return None
 
 
-@dataclass(frozen=True)
-class LossFloor:
-    """The lowest loss reachable, whether an input bound causes it, why, the loss's own minimum, a fix."""
-
-    value: float
-    bounded: bool
-    how: str
-    minimum: float = 0.0
-    fix: str = ""
-
-
 #: Regression losses as a function of the distance ``d >= 0`` between input and target (torch's defaults).
 _DISTANCE_LOSSES: dict[str, Callable[[Tensor, dict[str, Any]], Tensor]] = {
     "mse_loss": lambda d, kw: d**2,
     "l1_loss": lambda d, kw: d,
-    "smooth_l1_loss": lambda d, kw: (
-        _huber(d, float(kw.get("beta", 1.0))) / max(float(kw.get("beta", 1.0)), 1e-12)
-    ),
+    "smooth_l1_loss": lambda d, kw: _huber(d, beta := float(kw.get("beta", 1.0))) / max(beta, 1e-12),
     "huber_loss": lambda d, kw: _huber(d, float(kw.get("delta", 1.0))),
 }
 
@@ -175,10 +141,8 @@ def loss_floor(call: LossCall) -> LossFloor | None:
     bounds = call.inspection if call.inspected else input_bounds(call.output)
     if call.function == "cross_entropy" and call.integer_target:
         return _ce(call, reduction, bounds)
-    if call.function == "binary_cross_entropy_with_logits":
-        return _bce_logits(call, reduction, bounds)
-    if call.function == "binary_cross_entropy" and bounds is not None:
-        return _bce_probabilities(call, reduction, bounds)
+    if call.function.startswith("binary_cross_entropy"):
+        return _bce(call, reduction, bounds)
     if call.function in _DISTANCE_LOSSES and bounds is not None:
         return _distance(call, reduction, bounds)
     return None
@@ -193,10 +157,8 @@ def _distance(call: LossCall, reduction: str, bounds: Bounds) -> LossFloor | Non
     floor = reduced(_DISTANCE_LOSSES[call.function](distance, call.kwargs), reduction)
     if floor <= 1e-12:
         return None
-    how = (
-        f"the regression head comes from {bounds.how} ([{bounds.low:g}, {bounds.high:g}]) while "
-        f"{float((distance > 0).double().mean()):.0%} of the targets lie outside that range"
-    )
+    outside = float((distance > 0).double().mean())  # sync: once
+    how = f"{outside:.0%} of targets outside the head's range [{bounds.low:g}, {bounds.high:g}], {bounds.how}"
     fix = "Drop the bounded activation on the regression output, or scale the targets into its range."
     return LossFloor(floor, True, how, 0.0, fix)
 
@@ -220,27 +182,25 @@ def _ce(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | No
     return LossFloor(per_sample * count, False, how, own * count)
 
 
-def _bce_logits(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | None:
-    if call.kwargs.get("pos_weight") is not None:
+def _bce(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | None:
+    """Logits or probabilities bounded in range (a double sigmoid) or in sum (a softmax over multi-label)."""
+    logits = call.function == "binary_cross_entropy_with_logits"
+    if (call.kwargs.get("pos_weight") is not None) if logits else (bounds is None):
         return None
-    target = target_of(call).detach().double()
-    low, high = (-math.inf, math.inf) if bounds is None else (bounds.low, bounds.high)
-    best = (target.log() - torch.log1p(-target)).clamp(min=low, max=high).nan_to_num(nan=0.0)  # the minimiser
-    per_element = (target * F.softplus(-best) + (1 - target) * F.softplus(best)).nan_to_num(nan=0.0)
-    own = reduced(binary_entropy(target.clamp(1e-12, 1 - 1e-12)), reduction)
-    floor = reduced(per_element, reduction)
-    if floor <= 1e-9:
-        return None
-    if bounds is not None and floor > own + 1e-6:
-        how = f"binary_cross_entropy_with_logits reads logits, but its input comes from {bounds.how}"
-        return LossFloor(floor, True, how, own)
-    return LossFloor(floor, False, "the soft targets' own entropy", floor)
-
-
-def _bce_probabilities(call: LossCall, reduction: str, bounds: Bounds) -> LossFloor | None:
-    """Probabilities bounded in range (a double sigmoid) or in sum (a softmax across multi-label outputs)."""
     target, output = target_of(call).detach().double(), call.output
     own = reduced(binary_entropy(target.clamp(1e-12, 1 - 1e-12)), reduction)
+    if logits:
+        low, high = (-math.inf, math.inf) if bounds is None else (bounds.low, bounds.high)
+        best = (target.log() - torch.log1p(-target)).clamp(min=low, max=high).nan_to_num(nan=0.0)  # minimiser
+        per_element = (target * F.softplus(-best) + (1 - target) * F.softplus(best)).nan_to_num(nan=0.0)
+        floor = reduced(per_element, reduction)
+        if floor <= 1e-9:
+            return None
+        if bounds is not None and floor > own + 1e-6:
+            how = f"binary_cross_entropy_with_logits reads logits, but its input comes from {bounds.how}"
+            return LossFloor(floor, True, how, own)
+        return LossFloor(floor, False, "the soft targets' own entropy", floor)
+    assert bounds is not None
     dim = bounds.simplex_dim
     if bounds.simplex and dim is not None and target.shape == output.shape and output.ndim >= 2:
         if not bool(((target == 0) | (target == 1)).all()):  # sync: once
@@ -250,9 +210,7 @@ def _bce_probabilities(call: LossCall, reduction: str, bounds: Bounds) -> LossFl
         per_row = torch.where(positives > 0, positives * positives.clamp_min(1).log(), empty)
         total = float(per_row.sum())  # sync: once
         floor = total if reduction == "sum" else total / max(target.numel(), 1)
-        how = (
-            f"binary_cross_entropy scores labels alone, but its input comes from {bounds.how} across {width}"
-        )
+        how = f"binary_cross_entropy scores labels alone, but its input is {bounds.how} across {width}"
         return LossFloor(floor, True, how, own) if floor > own + 1e-6 else None
     low, high = max(bounds.low, 0.0), min(bounds.high, 1.0)
     if low <= 0.0 and high >= 1.0:
@@ -409,7 +367,7 @@ def loss_along(
     values: list[float] = []
     for step in steps if probe.site is not None else ():
         assert probe.site is not None
-        handle = probe.site[0].register_forward_hook(_Replace(ray.at(step), probe.site[1]))
+        handle = probe.site[0].register_forward_hook(_replace(ray.at(step), probe.site[1]))
         seed_all(0)
         try:
             with torch.no_grad():
@@ -426,33 +384,25 @@ def loss_along(
     return values
 
 
-class _Replace:
+def _replace(tensor: Tensor, index: int) -> Callable[[nn.Module, Any, Any], Any]:
     """A forward hook that replaces the first tensor of the module's ``index``-th output by ``tensor``."""
+    calls = itertools.count()
 
-    def __init__(self, tensor: Tensor, index: int) -> None:
-        self.tensor, self.index, self.calls = tensor, index, 0
-
-    def __call__(self, _module: nn.Module, _args: Any, output: Any) -> Any:
-        index, self.calls = self.calls, self.calls + 1
-        if index != self.index:
+    def hook(_module: nn.Module, _args: Any, output: Any) -> Any:
+        if next(calls) != index:
             return None
         current = first_tensor(output)
         if isinstance(output, (tuple, list)):
-            return type(output)(self.tensor if item is current else item for item in output)
+            return type(output)(tensor if item is current else item for item in output)
         if isinstance(output, Mapping):
-            return {key: self.tensor if value is current else value for key, value in output.items()}
-        return self.tensor if isinstance(output, Tensor) else None
+            return {key: tensor if value is current else value for key, value in output.items()}
+        return tensor if isinstance(output, Tensor) else None
+
+    return hook
 
 
 def falls_without_bound(values: Sequence[float]) -> bool:
-    """Whether losses at tenfold steps keep falling unslowed, by over ten times their start, or hit ``-inf``.
-
-    Example:
-        >>> falls_without_bound([-1.0, -2.0, -101.0, -1e4, -1e6, -1e8])  # -mse along the descent
-        True
-        >>> falls_without_bound([2.3, 0.4, 1e-3, 1e-5, 0.0, 0.0])  # cross-entropy: bounded by 0
-        False
-    """
+    """Whether losses at tenfold steps keep falling unslowed, over ten times their start, or hit ``-inf``."""
     if any(v == -math.inf for v in values):
         return True
     if len(values) < 4:
@@ -585,17 +535,12 @@ def _rows(target: Tensor, call: LossCall, batch: Any) -> tuple[int, int] | None:
     return None
 
 
-def scale_of(values: Tensor) -> tuple[float, float, float]:
-    """``(mean, std, scale)`` of ``values`` in float64; ``scale = max(|mean|, std)``: what a head must reach.
-
-    Example:
-        >>> scale_of(torch.tensor([1000.0, 2000.0, 3000.0]))
-        (2000.0, 1000.0, 2000.0)
-    """
+def scale_of(values: Tensor) -> float:
+    """The scale of ``values`` in float64, ``max(|mean|, std)``: what a head must reach."""
     flat = values.detach().double().reshape(-1)
     std = flat.std() if flat.numel() > 1 else torch.zeros((), dtype=torch.float64)
     mean, spread = torch.stack([flat.mean(), std]).tolist()  # sync: once
-    return mean, spread, max(abs(mean), spread)
+    return max(abs(mean), spread)
 
 
 _SCALE_PASS_THROUGH = _PASS_THROUGH | {"ExpandBackward0", "ExpBackward0", "SoftplusBackward0", "AbsBackward0"}

@@ -73,10 +73,7 @@ class InitLossCheck(SanityCheck):
         check_positive("high_rtol", high_rtol)
         check_in_range("low_rtol", low_rtol, 0, 1, low_open=True, high_open=True)
         if warn_rtol > min(high_rtol, low_rtol):
-            raise ValueError(
-                f"`warn_rtol` must not exceed `high_rtol` and `low_rtol`, got {warn_rtol!r} > "
-                f"{min(high_rtol, low_rtol)!r}."
-            )
+            raise ValueError(f"`warn_rtol` must not exceed `high_rtol` or `low_rtol`, got {warn_rtol!r}.")
         self.expected_loss = expected_loss
         self.num_classes = num_classes
         self.num_batches = num_batches
@@ -111,7 +108,7 @@ class InitLossCheck(SanityCheck):
             action = "Run the data check (NaN/Inf); use cross_entropy on logits instead of log(softmax)."
             return self.verdict("fail", f"the loss at init is {measured}, not finite", details, action=action)
         if expected is None:
-            raise CheckSkipped(f"loss {measured:.4g}: {expectation.reason}"[:111])
+            raise CheckSkipped(f"loss {measured:.4g}: {expectation.source}"[:111])
         ratio = measured / expected
         se = float(standard_error(torch.tensor(per_batch, dtype=torch.float64)))  # NaN for one batch
         noise = (se if math.isfinite(se) else 0.0) / abs(expected) if expected else 0.0
@@ -139,13 +136,9 @@ class InitLossCheck(SanityCheck):
                     summary = f"{stated}: too high even with `{scaled[0]}` scaled 10x down ({scaled[1]:.4g})"
                     action = "A scaled or normalised head (e.g. a cosine margin head)? Pass expected_loss=."
                     return self.verdict("inconclusive", summary, details, action=action)
-            action = (
-                f"The ratio is the {summed} targets of a batch: the loss is summed instead of averaged; use "
-                "reduction='mean'."
-                if summed
-                else "The output layer is likely initialised too large: zero or scale down the last layer "
-                "(and its bias); or extra terms are added to the loss."
-            )
+            action = f"The loss is summed instead of averaged over {summed} targets: use reduction='mean'."
+            if not summed:
+                action = "Zero or scale down an output layer initialised too large, or drop extra loss terms."
             return self.verdict(status, f"{stated}: too high", details, action=action)
         if ratio < warn_low:
             # The batch's own labels predicted by an untrained model: a leak or pretrained weights, which this
@@ -153,10 +146,7 @@ class InitLossCheck(SanityCheck):
             from_batch = any(call is not None and not call.target_from_model for call in calls)
             details["target_from_batch"] = from_batch
             status = "fail" if high < 1 - self.low_rtol and not from_batch else "warn"
-            action = (
-                "Check what the loss receives: targets leaking into the inputs, the model's own predictions "
-                "as targets; for pretrained weights pass expected_loss=."
-            )
+            action = "Look for a target leak into inputs, predictions as targets; pretrained: expected_loss=."
             return self.verdict(status, f"{stated}: suspiciously low", details, action=action)
         return self.verdict("pass", stated, details)
 
@@ -167,15 +157,9 @@ class InitLossCheck(SanityCheck):
             return Expectation(math.log(n), f"ln {n}, num_classes given", n, f"ln {n}")
         first = calls[0]
         if first is None or any(call is None for call in calls):
-            reason = (
-                "no single loss call with a known value at init (a sum of terms, rescaled or hand-written)"
-            )
-            return Expectation(None, "", reason=reason)
-        if first.function in ("cross_entropy", "nll_loss") and not (
-            first.target_keys or first.target_from_model
-        ):
-            reason = f"{first.function} on targets built in the step (contrastive): no known value at init"
-            return Expectation(None, "", reason=reason)
+            return Expectation(None, "no single loss call of known value at init: a sum, rescaled or by hand")
+        if first.num_classes is not None and not (first.target_keys or first.target_from_model):
+            return Expectation(None, f"{first.function} on targets built in the step: no known value at init")
         same = [c for c in calls[1:] if c is not None and c.function == first.function]
         return expected_initial_loss(first, same)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
+from collections.abc import Container
 from contextlib import nullcontext
 from typing import Any, NamedTuple
 
@@ -29,6 +29,7 @@ COPIES = ("real", "inputs_removed", "targets_permuted")
 
 #: One-sided confidence of every bound the check states (1% false-alarm odds per question).
 CONFIDENCE = 0.99
+_Copies = list[tuple[Any, list[torch.optim.Optimizer]]]  # (model, its optimizers) per copy
 
 
 class LossDrop(NamedTuple):
@@ -66,8 +67,7 @@ def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
 
 
 class Gain(NamedTuple):
-    """The real copy's held-out gain over a control, ``(control - real) / max(|control|, |real|)`` of the
-    means (0 when both are 0), with its one-sided :data:`CONFIDENCE` bounds from the paired differences."""
+    """The real copy's gain over a control, ``(control - real) / max(|control|, |real|)`` of the means."""
 
     gain: float
     noise: float  # standard error of the gain
@@ -76,16 +76,7 @@ class Gain(NamedTuple):
 
 
 def held_out_gain(real: Tensor, control: Tensor) -> Gain:
-    """The :class:`Gain` of ``real`` over ``control`` on the same chunks (paired, Student-t bounds).
-
-    Example:
-        >>> real, control = torch.tensor([1.0, 1.1, 0.9, 1.0]), torch.tensor([2.0, 2.2, 1.9, 2.1])
-        >>> gain = held_out_gain(real, control)
-        >>> round(gain.gain, 3), gain.low > 0
-        (0.512, True)
-        >>> held_out_gain(torch.zeros(3), torch.zeros(3)).gain  # both 0: no gain
-        0.0
-    """
+    """The :class:`Gain` of ``real`` over ``control`` on the same chunks (paired, Student-t bounds)."""
     real_mean, control_mean = float(real.double().mean()), float(control.double().mean())
     scale = max(abs(control_mean), abs(real_mean))
     if math.isfinite(scale):
@@ -100,16 +91,7 @@ def held_out_gain(real: Tensor, control: Tensor) -> Gain:
 
 
 def training_gain(real: list[Tensor], control: list[Tensor], blocks: int = 8) -> Gain:
-    """The real copy's training-loss gain over a control's on the same batches, as a share, with the noise of
-    ``blocks`` block means of the paired differences (neighbouring steps are correlated).
-
-    Example:
-        >>> real = [torch.tensor(2.0 - 0.01 * i) for i in range(40)]
-        >>> control = [torch.tensor(2.0 - 0.005 * i) for i in range(40)]
-        >>> gain = training_gain(real, control)
-        >>> round(gain.gain, 3), gain.low > 0
-        (0.051, True)
-    """
+    """The real copy's training-loss gain over a control's, with the noise of ``blocks`` block means."""
     pairs = torch.stack([torch.stack([r.float(), c.float()]) for r, c in zip(real, control)]).double().cpu()
     count = len(pairs) // blocks * blocks
     if count < blocks or not bool(torch.isfinite(pairs).all()):
@@ -216,9 +198,7 @@ class InputIndependenceCheck(SanityCheck):
         details |= {"min_improvement": self.min_improvement, "held_out_chunks": len(chunks)}
         details |= {"targets_kept_for_controls": any(swap), "evaluated_on": source}
         details["evaluated_on"] += "; controls trained on the real targets" if any(swap) else ""
-        stated = (
-            f"held-out loss {means[0]:.4g} real vs {means[2]:.4g} permuted targets, {means[1]:.4g} no inputs"
-        )
+        stated = f"held-out loss {means[0]:.4g} real vs {means[2]:.4g} permuted, {means[1]:.4g} no inputs"
         if passed:
             return self.verdict("pass", f"{stated} after {step} steps", details)
         # the guide's rules: a fail needs `stalled` (it learned, no faster fit, no held-out gain)
@@ -227,10 +207,7 @@ class InputIndependenceCheck(SanityCheck):
         stalled = learned.fell and same_fit and no_gain
         ignored = torch.equal(torch.stack(losses[0]), torch.stack(losses[1]))  # the input moves nothing
         if stalled and not keep and reconstruction and not ignored:  # the target is the input itself
-            summary = (
-                f"the target is the input itself: held-out loss {means[0]:.4g} real vs {means[1]:.4g} no "
-                "inputs, but the input moves the loss; learning the mean first looks alike: no verdict"
-            )
+            summary = f"the target is the input itself, which moves the loss: {means[0]:.4g} real, no verdict"
             action = "Judge the reconstructions themselves (overfit_batch), or give it more steps."
             return self.verdict("inconclusive", summary, details, action=action)
         # the model-free control, the input as the prediction, on 8 training batches then held out: where it
@@ -241,10 +218,7 @@ class InputIndependenceCheck(SanityCheck):
             details["input_as_prediction"] = {"train": as_train._asdict(), "held_out": as_held._asdict()}
         if as_train is not None and as_held is not None and as_train.low > 0 and as_held.low > 0:
             copied = min(as_train, as_held)
-            summary = (
-                f"held-out loss {means[0]:.4g} real vs {means[2]:.4g} permuted, but the input as prediction "
-                f"beats moved pairs ({copied.gain:+.0%}): no verdict"
-            )
+            summary = f"{stated}; the input as prediction beats moved pairs ({copied.gain:+.0%})"
             action = "Give it more steps (InputIndependenceCheck(max_steps=)) or judge it with overfit_batch."
             return self.verdict("inconclusive", summary, details, action=action)
         # still learning: the real copy's held-out loss falls at every look while its gain over permuted grows
@@ -252,41 +226,25 @@ class InputIndependenceCheck(SanityCheck):
         rising = len(trend) >= 3 and trend[-1] > 0 and all(b > a for a, b in itertools.pairwise(trend))
         falling = all(b < a for a, b in itertools.pairwise(real))
         if stalled and rising and falling and fitted.low > 0:
-            summary = (
-                f"held-out gain over permuted targets {trend[-1]:+.1%}, rising at each look, "
-                f"{fitted.gain:+.1%} in training: still learning, no verdict"
-            )
+            summary = f"held-out gain over permuted {trend[-1]:+.1%}, rising; {fitted.gain:+.1%} in training"
             action = "Give it more steps: InputIndependenceCheck(max_steps=)."
             return self.verdict("inconclusive", summary, details, action=action)
         if stalled:
             control = f"{means[1]:.4g} no inputs" if removed.low <= 0 else f"{means[2]:.4g} permuted targets"
-            summary = (
-                f"held-out loss {means[0]:.4g} real vs {control}; real pairs fit no better "
-                f"than permuted ones ({fitted.gain:+.1%})"
-            )
-            action = (
-                "Print (input, target) pairs: labels shuffled or misaligned, or it does not use its inputs."
-            )
+            summary = f"held-out {means[0]:.4g} real vs {control}; pairs fit no better ({fitted.gain:+.1%})"
+            action = "Print (x, y) pairs: labels shuffled or misaligned, or it does not use its inputs."
             return self.verdict("fail", summary, details, action=action)
         if learned.fell and fitted.low > 0 and permuted.high < 0:  # learned from its pairs, worse held out
             summary = f"{stated}: what the real pairs teach makes held-out loss worse ({permuted.gain:+.1%})"
-            action = (
-                "Look for something the training data has and held-out data lacks: a leak, a split mismatch."
-            )
+            action = "Look for what training data has and held-out data lacks: a leak, a split mismatch."
             return self.verdict("warn", summary, details, action=action)
         if not learned.fell:
-            summary = (
-                f"the real copy's training loss did not fall beyond its noise in {step} steps: no verdict"
-            )
-            action = (
-                "Check the learning rate and what the optimizer trains (grad_flow, overfit_batch checks)."
-            )
+            summary = f"the real copy's training loss did not fall beyond its noise in {step} steps"
+            action = "Check the learning rate and what the optimizer trains (grad_flow, overfit_batch)."
         else:
             gains = f"{permuted.gain:+.1%} ± {permuted.noise:.1%} held out, {fitted.gain:+.1%} in training"
             summary = f"gain over permuted targets {gains}: no verdict"
-            action = (
-                "Give it more steps or held-out data: InputIndependenceCheck(max_steps=, num_eval_batches=)."
-            )
+            action = "Give it more steps or held-out data: InputIndependenceCheck(max_steps=, ...)."
         return self.verdict("inconclusive", summary, details, action=action)
 
     @staticmethod
@@ -307,10 +265,7 @@ class InputIndependenceCheck(SanityCheck):
             targets = {key for key, tensor in batch_entries(batch) if tensor is context.split(batch)[1]}
             if context.target_guessed() and _model_reads(context, model, batch, targets):
                 named = ", ".join(f"batch[{key!r}]" for key in sorted(targets, key=str))
-                raise CheckSkipped(
-                    f"{named} is read by the model and by no loss as a target: nothing to pair inputs with "
-                    "(pass `target_key`)."
-                )
+                raise CheckSkipped(f"{named} is read by the model, as no loss's target (pass `target_key`).")
         swap = [c.target is not None and c.target_from(input_key) for c in calls]
         source = dict(batch_entries(batch)).get(input_key)
         flat = source.detach().flatten() if isinstance(source, Tensor) else None
@@ -322,7 +277,7 @@ class InputIndependenceCheck(SanityCheck):
     def _step(
         self,
         context: CheckContext,
-        copies: list[tuple[Any, list[torch.optim.Optimizer]]],
+        copies: _Copies,
         batch: Any,
         perms: list[Tensor | None],
         step: int,
@@ -343,7 +298,7 @@ class InputIndependenceCheck(SanityCheck):
                 c.target.detach() if s and c.target is not None else None
                 for c, s in zip(recorder.calls, swap)
             ]
-            moved = map_tensors(batch, functools.partial(_permute, perm=perm, fixed=fixed))
+            moved = _take(batch, perm, len(perm), fixed)
             with (
                 perturbed("inputs given to other samples"),
                 LossRecorder(targets=targets) if any(swap) else nullcontext(),
@@ -351,14 +306,10 @@ class InputIndependenceCheck(SanityCheck):
                 try:
                     record.append(context.optimization_step(model, optimizers, moved, step))
                 except TargetSwapError as err:
-                    raise CheckSkipped(
-                        f"a target computed from the input could not be kept ({err})."
-                    ) from err
+                    raise CheckSkipped(f"a target built from the input could not be kept ({err}).") from err
 
     @staticmethod
-    def _evaluate(
-        context: CheckContext, copies: list[tuple[Any, list[torch.optim.Optimizer]]], chunks: list[Any]
-    ) -> Tensor:
+    def _evaluate(context: CheckContext, copies: _Copies, chunks: list[Any]) -> Tensor:
         rows = []
         for model, _ in copies:
             model.eval()
@@ -393,8 +344,7 @@ def _input_as_prediction(context: CheckContext, chunks: list[Any]) -> Gain | Non
                     return None
                 served.update(x=x, used=False)
                 own.append(context.training_loss(model, chunk, i).float())
-                shift = torch.roll(torch.arange(size), 1)
-                other = map_tensors(chunk, functools.partial(_permute, perm=shift, fixed=set()))
+                other = _take(chunk, torch.roll(torch.arange(size), 1), size)
                 moved.append(context.training_loss(model, other, i).float())
                 if not served["used"]:
                     return None
@@ -408,20 +358,20 @@ def _input_as_prediction(context: CheckContext, chunks: list[Any]) -> Gain | Non
 
 
 def _one_target_for_all(batches: list[Any], keys: set[Any]) -> bool:
-    """Whether every target entry in ``keys`` holds one value for all samples of each batch.
-
-    Example:
-        >>> _one_target_for_all([(torch.randn(4, 2), torch.ones(4))], {1})
-        True
-    """
+    """Whether every target entry in ``keys`` holds one value for all samples of each batch."""
     targets = [t for batch in batches for key, t in batch_entries(batch) if key in keys and t.ndim > 0]
     return bool(targets) and all(len(t) > 1 and bool((t == t[:1]).all()) for t in targets)
 
 
-def _permute(tensor: Tensor, perm: Tensor, fixed: set[int]) -> Tensor:
-    if id(tensor) in fixed or tensor.ndim == 0 or tensor.shape[0] != len(perm):
-        return tensor
-    return tensor[perm.to(tensor.device)]
+def _take(batch: Any, rows: Tensor, size: int, fixed: Container[int] = ()) -> Any:
+    """``batch`` with ``rows`` taken of each tensor of leading dim ``size`` (but ids in ``fixed``)."""
+
+    def take(tensor: Tensor) -> Tensor:
+        if id(tensor) in fixed or tensor.ndim == 0 or tensor.shape[0] != size:
+            return tensor
+        return tensor[rows.to(tensor.device)]
+
+    return map_tensors(batch, take)
 
 
 def _seed(seed: int) -> None:
@@ -436,18 +386,11 @@ def _chunks(batch: Any, context: CheckContext, count: int) -> list[Any]:
     size = batch_size_of(batch, context.keys()[0]) or 1
     pieces = max(1, min(count, size // 2))
     bounds = [round(i * size / pieces) for i in range(pieces + 1)]
-
-    def cut(tensor: Tensor, part: slice) -> Tensor:
-        return tensor[part] if tensor.ndim > 0 and tensor.shape[0] == size else tensor
-
-    return [
-        map_tensors(batch, functools.partial(cut, part=slice(a, b))) for a, b in itertools.pairwise(bounds)
-    ]
+    return [_take(batch, torch.arange(a, b), size) for a, b in itertools.pairwise(bounds)]
 
 
 def _model_reads(context: CheckContext, model: Any, batch: Any, keys: set[Any]) -> bool:
-    """Whether the model's output seen in ``training_step`` changes when the entries ``keys`` alone are
-    rolled by one row (seeded, no gradients)."""
+    """Whether the step's model output changes when only the entries ``keys`` roll by one row (seeded)."""
     size = batch_size_of(batch) or 0
     roll = torch.roll(torch.arange(size), 1)
     moved = {

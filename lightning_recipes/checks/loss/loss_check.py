@@ -1,6 +1,5 @@
 """Check what a correct loss must satisfy, without training: every target value moves it, its floor is its
-own minimum, regression targets are on the output's scale, it is bounded below, and it scores each prediction
-against its own sample's target (no broadcast pairs rows of different samples)."""
+own minimum, targets on the output's scale, bounded below, each prediction scored against its own target."""
 
 from __future__ import annotations
 
@@ -41,9 +40,6 @@ SCALE_LIMIT = 100.0  # targets whose scale max(|mean|, std) is above this, or be
 SCALE_MISMATCH = 10.0  # ... and only flagged when the output at init is this far from their scale
 SCALE_FAIL_RATIO = 1000.0  # targets above SCALE_LIMIT this many times the output's scale: a fail
 RAY_DECADES = 6  # the descent ray's steps: 1, 10, ..., 10^5 times the output's scale
-_LOGITS_FIX = (
-    "Return raw logits and let the loss apply the softmax/sigmoid; use a sigmoid per label, no clamp."
-)
 
 
 class LossCheck(SanityCheck):
@@ -104,28 +100,23 @@ class LossCheck(SanityCheck):
         }
         details: dict[str, Any] = {"measured": initial, "loss_function": first.call and first.call.function}
         details |= {key: {"status": part.status, **part.details} for key, part in parts.items()}
-        details |= {
-            k: parts["targets"].details.get(k) for k in ("dropped", "ignored_as_padding", "unchecked")
-        }
+        details |= parts["targets"].details
         details["parts"] = {key: part.status for key, part in parts.items()}
         order: tuple[Status, ...] = ("fail", "warn", "pass", "inconclusive")
         status = next((s for s in order if s in details["parts"].values()), None)
         if status is None:
             raise CheckSkipped("no part of the loss check applies to this loss.")
         lead = next(p for p in parts.values() if p.status == status)
-        summary = f"loss {initial:.4g} at init: {lead.summary}"
-        return self.verdict(status, summary, details, action=lead.action)
+        return self.verdict(status, f"loss {initial:.4g} at init: {lead.summary}", details, lead.action)
 
     @staticmethod
     def _targets(probes: Sequence[LossProbe], batches: Sequence[Any]) -> Finding:
         call = probes[0].call
         if call is None or call.function not in CLASSIFICATION:
             return Finding("n/a", "no classification loss call")
-        same = [
-            (p, b) for p, b in zip(probes, batches) if p.call is not None and p.call.function == call.function
-        ]
-        seen = [(p.call, b) for p, b in same]
-        evidence = [label_evidence(p.call, p.call_grad) for p, _ in same if p.call is not None]
+        same = [(p, b) for p, b in zip(probes, batches) if getattr(p.call, "function", None) == call.function]
+        seen = [(p.call, b) for p, b in same if p.call is not None]
+        evidence = [label_evidence(c, p.call_grad) for (p, _), (c, _) in zip(same, seen)]
         merged: dict[Any, list[Any]] = {}  # [label, count, moved, saturated, batches in, batches dropped]
         for index, found in enumerate(evidence):
             for label in found or []:
@@ -154,22 +145,13 @@ class LossCheck(SanityCheck):
             unchecked = [k for k in range(call.num_classes) if ("class", k) not in present]
         else:
             unchecked = [entry[0].value for key, entry in merged.items() if key not in present]
-        details: dict[str, Any] = {
-            "dropped": dropped,
-            "ignored_as_padding": padding,
-            "unchecked": unchecked[:50],
-        }
-        details |= {"unchecked_count": len(unchecked), "batches": len(seen)}
+        details = {"dropped": dropped, "ignored_as_padding": padding, "unchecked": unchecked[:50]}
         if dropped and all(entry[2] == 0 for entry in merged.values()):
-            action = (
-                "Clip gradients (gradient_clip_val), do not clamp the loss; look for a detach (grad_flow)."
-            )
+            action = "Clip gradients (gradient_clip_val), do not clamp the loss; look for a .detach()."
             return Finding("fail", f"no target value moves the loss ({call.function})", details, action)
         if dropped:
             summary = f"{', '.join(d['label'] for d in dropped[:3])} get zero gradient: {dropped[0]['cause']}"
-            action = (
-                "Keep ignore_index, a zero weight or a mask for padding only (e.g. -100), not real classes."
-            )
+            action = "Keep ignore_index, zero weights or masks for padding (e.g. -100), not real classes."
             return Finding("fail", summary[:100], details, action)
         summary = f"every one of {len(present) - len(padding)} target values seen moves the loss"
         return Finding("pass", summary, details)
@@ -198,11 +180,8 @@ class LossCheck(SanityCheck):
         details |= {"initial": initial, "share": share}
         if share < FLOOR_WARN:
             return Finding("pass", f"a bound lifts the floor negligibly ({share:.1%})", details)
-        status = "fail" if share >= FLOOR_FAIL else "warn"
-        summary = (
-            f"floor {floor.value:.4g} > minimum {floor.minimum:.4g} ({share:.0%} of the way), input bounded"
-        )
-        return Finding(status, summary, details, floor.fix or _LOGITS_FIX)
+        summary = f"input bounded: floor {floor.value:.4g} > min {floor.minimum:.4g}, {share:.0%} of the way"
+        return Finding("fail" if share >= FLOOR_FAIL else "warn", summary, details, floor.fix)
 
     @staticmethod
     def _scale(probes: Sequence[LossProbe]) -> Finding:
@@ -212,23 +191,18 @@ class LossCheck(SanityCheck):
         same = [p.call for p in probes if p.call is not None and p.call.function == call.function]
         if not call.target.is_floating_point():
             return Finding("n/a", "integer regression targets")
-        target_mean, target_std, target = scale_of(
-            torch.cat([c.target.reshape(-1) for c in same if c.target is not None])
-        )
-        output_mean, output_std, output = scale_of(torch.cat([c.output.reshape(-1) for c in same]))
-        details = {"target_mean": target_mean, "target_std": target_std, "output_mean": output_mean}
-        details["output_std"] = output_std
+        target = scale_of(torch.cat([c.target.reshape(-1) for c in same if c.target is not None]))
+        output = scale_of(torch.cat([c.output.reshape(-1) for c in same]))
         if not (math.isfinite(target) and math.isfinite(output)) or target == 0:
-            return Finding("n/a", "non-finite or zero targets", details)
-        ratio = details["ratio"] = target / max(output, 1e-12)
+            return Finding("n/a", "non-finite or zero targets")
+        details = {"ratio": target / max(output, 1e-12)}
+        ratio = details["ratio"]
         off = target > SCALE_LIMIT or target < 1 / SCALE_LIMIT
         if not off or 1 / SCALE_MISMATCH <= ratio <= SCALE_MISMATCH or learned_scale(call.output):
             return Finding("pass", f"regression targets at scale {target:.4g}, output {output:.4g}", details)
         status = "fail" if target > SCALE_LIMIT and ratio >= SCALE_FAIL_RATIO else "warn"
         summary = f"regression targets at scale {target:.4g}, {ratio:.3g}x the output's at init"
-        action = (
-            "Standardise the targets ((y - mean) / std, undone at prediction), or scale the head to them."
-        )
+        action = "Standardise the targets ((y - mean) / std, undone when predicting) or scale the head."
         return Finding(status, summary, details, action)
 
     @staticmethod
@@ -253,11 +227,7 @@ class LossCheck(SanityCheck):
         values = [initial, *loss_along(context, model, batch, probe, ray, steps)]
         if len(values) > 1 and all(v == initial for v in values[1:]):
             return Finding("n/a", "replacing the model's output does not change the loss (computed inside)")
-        details = {
-            "ray_steps": steps[: len(values) - 1],
-            "ray_losses": values,
-            "ray_moves": "the model's output" + ray.through,
-        }
+        details = {"ray_moves": "the model's output" + ray.through}
         if falls_without_bound(values):
             summary = f"it falls without bound along the descent ray, {values[0]:.4g} -> {values[-1]:.4g}"
             action = "Check the sign of each term: return the negative log-likelihood, not -mse or +log p."

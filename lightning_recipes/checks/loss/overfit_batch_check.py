@@ -13,7 +13,7 @@ from typing_extensions import Unpack, override
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.loss._expected_loss import (
-    KnownFloor,
+    LossFloor,
     known_floor,
     loss_call_for,
     record_loss_calls,
@@ -96,11 +96,8 @@ class OverfitBatchCheck(SanityCheck):
         target = _target(start, known, self.target_ratio)
         if floor is not None and floor.bounded and floor.value > target:  # provably unreachable: not trained
             details |= {"initial": start, "target": target}
-            summary = (
-                f"the loss floor {floor.value:.4g} lies above the overfit target {target:.4g}: it cannot fit"
-            )
-            action = "Return raw logits, let the loss apply the softmax/sigmoid; drop the clamp/tanh."
-            return self.verdict("fail", summary, details, action=floor.fix or action)
+            summary = f"the loss floor {floor.value:.4g} lies above the overfit target {target:.4g}"
+            return self.verdict("fail", summary, details, action=floor.fix)
         ratio = min(1.0, max((start - target) / abs(start), 1e-6)) if start else 1.0  # its early stop
         fit = trial_fit(context, steps=self.max_steps, max_samples=samples, fit_ratio=ratio, validate=False)
         values = fit.train_losses or [math.nan]
@@ -111,7 +108,6 @@ class OverfitBatchCheck(SanityCheck):
         reached = max((s.lr for s in fit.steps), default=0.0)
         details |= {"initial": initial, "best": best, "final": values[-1], "target": target}
         details |= {"steps": len(values), "curve": [round(v, 5) for v in values], "optimizer": fit.optimizers}
-        details |= {"peak_lr": peak, "max_lr": reached}  # the schedule's most in the trial, and its peak
         if initial != 0 and math.isfinite(best):
             details["measured"] = best / initial
         fell = f"loss {initial:.4g} -> best {best:.4g} in {len(values)} steps on {on}"
@@ -133,9 +129,7 @@ class OverfitBatchCheck(SanityCheck):
         if share >= _UNTRAINED_SHARE:
             details |= {"untrained_share": share, "untrained": untrained}
             summary = f"{fell}, short of {target:.4g} with {share:.0%} of the weights untrained"
-            action = (
-                "Unfreeze what should learn, put it in the optimizer; if planned (fine-tuning), ignore this."
-            )
+            action = "Unfreeze what should learn and put it in the optimizer (if unplanned)."
             return self.verdict("warn", summary, details, action=action)
         if reached < _WARM * peak:
             summary = f"{fell}: not judged, the schedule kept the lr at {reached / peak:.0%} of its peak"
@@ -145,17 +139,13 @@ class OverfitBatchCheck(SanityCheck):
             action = "Give it more steps (OverfitBatchCheck(max_steps=...)) or a larger learning rate."
             return self.verdict("warn", f"{fell}: half way to {target:.4g}", details, action=action)
         details["never_moved"] = not moved
-        summary = f"{fell}: " + (
-            "the loss never moved, it cannot memorise them"
-            if not moved
-            else f"it cannot memorise them ({target:.4g})"
-            if known is not None
-            else f"it fell under {_MIN_FALL:.1%} of its start, it cannot learn them"
-        )
-        return self.verdict("fail", summary, details, action=_ACTION)
+        why = "it cannot memorise them" + (f" ({target:.4g})" if moved else ", the loss never moved")
+        if moved and known is None:
+            why = f"it fell under {_MIN_FALL:.1%} of its start, it cannot learn them"
+        return self.verdict("fail", f"{fell}: {why}", details, action=_ACTION)
 
 
-def _target(initial: float, known: KnownFloor | None, ratio: float) -> float:
+def _target(initial: float, known: LossFloor | None, ratio: float) -> float:
     """``ratio`` of the way from ``initial`` to the known floor, else to ``ratio`` of its magnitude."""
     if known is not None:
         return known.value + ratio * (initial - known.value)

@@ -1,2 +1,1 @@
-"""Model stage: the forward pass (every parameter gets a gradient, samples stay independent, causality,
-padding, train/eval modes)."""
+"""Model stage: the forward pass (gradients, independent samples, causality, padding, train/eval modes)."""

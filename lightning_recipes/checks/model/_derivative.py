@@ -52,8 +52,7 @@ class _StopGradients(TorchFunctionMode):
 
 
 def derivative_check(context: Harness, model: Any, trainable: Sequence[tuple[str, Tensor]]) -> dict[str, Any]:
-    """Compare autograd's directional derivatives with central differences of the loss (a float64 copy, one
-    seed) along a random direction and the gradient, per tensor where they disagree; returns the evidence."""
+    """Autograd's directional derivatives vs central differences of the loss in float64; the evidence."""
     default = torch.get_default_dtype()
     with preserved_rng():
         torch.set_default_dtype(torch.float64)
@@ -159,18 +158,15 @@ def _compare(context: Harness, model: Any, trainable: Sequence[tuple[str, Tensor
 
 def _custom_functions(loss: Tensor) -> list[str]:
     """The custom ``autograd.Function`` nodes and backward hooks in the loss's graph, by name."""
-    seen: set[int] = set()
-    names: list[str] = []
+    seen: dict[int, Any] = {}
     todo: list[Any] = [loss.grad_fn]
     while todo:
         node = todo.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, torch.autograd.function.BackwardCFunction):
-            names.append(type(node).__name__.removesuffix("Backward"))
-        todo += [child for child, _ in node.next_functions]
-    return sorted(set(names))
+        if node is not None and id(node) not in seen:
+            seen[id(node)] = node
+            todo += [child for child, _ in node.next_functions]
+    custom = (n for n in seen.values() if isinstance(n, torch.autograd.function.BackwardCFunction))
+    return sorted({type(n).__name__.removesuffix("Backward") for n in custom})
 
 
 def _rms(p: Tensor) -> Tensor:

@@ -21,8 +21,6 @@ from lightning_recipes.harness.walk import map_tensors
 
 __all__ = ["BatchIndependenceCheck"]
 
-Effects = tuple[list[list[float]], list[float]]  # effects[p][j] of probe p on sample j; own effect per probe
-
 
 class BatchIndependenceCheck(SanityCheck):
     """The output depends on what the task says: output ``i`` on input ``i`` only, not on its slot (the guide
@@ -78,20 +76,18 @@ class BatchIndependenceCheck(SanityCheck):
                     return context.batch_output(model, batch)
                 return step_output(context, model, batch)
 
-            def measure(output: Callable[[Any], Tensor] = output) -> tuple[Effects, str]:
+            def measure(output: Callable[[Any], Tensor] = output) -> tuple[list[list[float]], list[float]]:
                 norms = keeping_statistics(model, lambda: seeded(context.seed, output, sample))
                 for norm in norms:  # batch statistics are legitimate: such modules run in eval
                     norm.eval()
                 try:
-                    return _perturbation_test(context, output, sample, inputs, probes), "perturbation"
+                    return _perturbation_test(context, output, sample, inputs, probes)
                 finally:
                     for norm in norms:
                         norm.train()
 
             try:
-                ((cross, own), method), steps = until_it_reacts(
-                    context, model, sample, measure, lambda f: max(f[0][1]) > 0
-                )
+                found, steps = until_it_reacts(context, model, sample, measure, lambda f: max(f[1]) > 0)
                 break
             except (CheckSkipped, CheckInconclusive, CannotRunOnCopy):
                 raise
@@ -102,11 +98,12 @@ class BatchIndependenceCheck(SanityCheck):
                 f"neither forward nor training_step runs on {count} samples with the input alone "
                 f"({type(error).__name__}: {str(error)[:24]}); pass `input_key=`."
             )
+        cross, own = found
         pairs = [(p, j) for p in range(len(probes)) for j in range(count)]
         p, j = max(pairs, key=lambda t: cross[t[0]][t[1]])
         largest, scale = cross[p][j], max(own)
         details: dict[str, Any] = {
-            "method": method,
+            "method": "perturbation",
             "samples": count,
             "probes": probes,
             "rtol": self.rtol,
@@ -117,18 +114,12 @@ class BatchIndependenceCheck(SanityCheck):
             "measured": largest / scale if scale > 0 else 0.0,
         }
         if scale == 0:
-            raise CheckSkipped(
-                "the output does not react to its own input, so independence cannot be measured."
-            )
+            raise CheckSkipped("the output does not react to its own input: independence is not measurable.")
         if largest > self.rtol * scale:
-            details["pair"] = {"probe": probes[p], "other": j}
-            return self.verdict(
-                "fail",
-                f"samples mix across the batch: sample {j} moves with sample {probes[p]} "
-                f"({details['measured']:.2g} of a sample's own effect, expected 0)",
-                details,
-                action="Look for a reshape/view over the batch axis or a mean/softmax/attention over dim 0.",
-            )
+            summary = f"samples mix across the batch: sample {j} moves with sample {probes[p]} "
+            summary += f"({details['measured']:.2g} of a sample's own effect, expected 0)"
+            action = "Look for a reshape/view over the batch axis or a mean/softmax/attention over dim 0."
+            return self.verdict("fail", summary, details, action)
         independent = f"no cross-sample effect in {count} samples"
         try:
             with perturbed("the batch rotated by one slot"):
@@ -140,12 +131,9 @@ class BatchIndependenceCheck(SanityCheck):
             return self.verdict("pass", f"{independent}; no batch-first output to permute", details)
         moved = f"output moved {verdict.deviation:.2g} (tolerance {verdict.tolerance:.2g})"
         if verdict.status == "fail":
-            return self.verdict(
-                "fail",
-                f"outputs depend on the sample's slot: rotating the batch in eval, the {moved}",
-                details,
-                action="Look for a parameter indexed by batch slot, or positions from arange(x.shape[0]).",
-            )
+            summary = f"outputs depend on the sample's slot: rotating the batch in eval, the {moved}"
+            action = "Look for a parameter indexed by batch slot, or positions from arange(x.shape[0])."
+            return self.verdict("fail", summary, details, action)
         if verdict.status == "inconclusive":
             summary = f"{independent}, but rotating the batch: the {moved}"
             return self.verdict("inconclusive", summary, details)
@@ -154,13 +142,12 @@ class BatchIndependenceCheck(SanityCheck):
 
 def _perturbation_test(
     context: CheckContext, output: Callable[[Any], Tensor], sample: Any, inputs: Tensor, probes: list[int]
-) -> Effects:
+) -> tuple[list[list[float]], list[float]]:
+    """The effect of a new input in each probe's slot on every sample (``[p][j]``), and each probe's own."""
     with torch.no_grad():
         base = seeded(context.seed, output, sample)
         if base.ndim == 0 or base.shape[0] != len(inputs):
-            raise CheckSkipped(
-                f"the output {list(base.shape)} is not batch-first: which one is whose is unknown."
-            )
+            raise CheckSkipped(f"the output {list(base.shape)} is not batch-first (no per-sample rows).")
         rows = []
         for probe in probes:
             changed = inputs.clone()
@@ -206,15 +193,14 @@ def _permutation_test(
             a, b, p = (seeded(context.seed + s, output, x).detach() for x, s in passes)
     finally:
         model.train(was_training)
-    verdict = None
-    if a.ndim > 0 and a.shape[0] == count and a.shape == b.shape == p.shape:
-        expected = a[order.to(a.device)]
-        per_sample = (p.double() - expected.double()).abs().nan_to_num().reshape(count, -1).amax(1)
-        details["worst_sample"] = int(per_sample.argmax())
-        noise = float((a.double() - b.double()).abs().nan_to_num().max()) if a.numel() else 0.0
-        verdict = judge_deviation(float(per_sample.max()), noise, float(a.abs().max()), a.dtype)
     details["permutation"] = {"order": order.tolist()}
-    if verdict is not None:
-        fields = ("status", "deviation", "noise", "tolerance")
-        details["permutation"]["output"] = {k: getattr(verdict, k) for k in fields}
+    if a.ndim == 0 or a.shape[0] != count or not a.shape == b.shape == p.shape:
+        return None
+    expected = a[order.to(a.device)]
+    per_sample = (p.double() - expected.double()).abs().nan_to_num().reshape(count, -1).amax(1)
+    details["worst_sample"] = int(per_sample.argmax())
+    noise = float((a.double() - b.double()).abs().nan_to_num().max()) if a.numel() else 0.0
+    verdict = judge_deviation(float(per_sample.max()), noise, float(a.abs().max()), a.dtype)
+    fields = ("status", "deviation", "noise", "tolerance")
+    details["permutation"]["output"] = {k: getattr(verdict, k) for k in fields}
     return verdict

@@ -23,9 +23,8 @@ _MATCH = 0.99  # share of the (non-ignored) target positions that must equal the
 
 
 class CausalityCheck(SanityCheck):
-    """The output depends on what the task says: where the task is causal (next-token prediction, or
-    ``causal=True``), the output at ``t`` depends on no input after ``t``. Cost: ``1 + num_positions``
-    forwards (plus ``log2(S)`` for a leak) on ``num_samples`` sequences.
+    """The output depends on what the task says: where it is causal (next-token prediction, ``causal=True``),
+    the output at ``t`` reads no input after ``t``. Cost: ``1 + num_positions`` forwards (``log2(S)`` more).
 
     Args:
         causal: ``None`` infers the task from the batch, ``True`` forces the check on, ``False`` skips it.
@@ -75,76 +74,65 @@ class CausalityCheck(SanityCheck):
         inputs, targets = context.split(batch)
         if inputs is None or inputs.ndim < 2 or inputs.shape[1] < 2:
             shape = None if inputs is None else list(inputs.shape)
-            raise CheckSkipped(
-                f"the input {shape} is not a sequence [B, S, ...] with S >= 2 (or pass `input_key`)."
-            )
+            raise CheckSkipped(f"the input {shape} is not a sequence [B, S >= 2, ...] (or pass `input_key`).")
         how = "declared with causal=True"
         if self.causal is None:
             is_lm, how = next_token_task(batch, inputs, targets)
             if not is_lm:
-                raise CheckSkipped(
-                    f"not next-token prediction ({how}); CausalityCheck(causal=True) forces it."
-                )
+                raise CheckSkipped(f"not next-token prediction ({how}); `causal=True` forces it.")
         size = batch_size_of(batch, context.input_key) or len(inputs)
         count = min(size, self.num_samples)
         batch, inputs = slice_batch(batch, count, size), inputs[:count].detach()
-        probes = _positions(int(inputs.shape[1]), self.num_positions)
+        last = int(inputs.shape[1]) - 2  # the probed positions: spread evenly over [0, S - 2]
+        spread = {round(i * last / max(self.num_positions - 1, 1)) for i in range(self.num_positions)}
+        probes = sorted(spread) if self.num_positions > 1 else [last // 2]
         model = context.copy_model()
 
-        def measure() -> dict[str, Any]:
+        def measure() -> tuple[float, float, Any]:
             model.eval()
             return self._perturbation_test(context, model, batch, inputs, probes)
 
-        found, steps = until_it_reacts(context, model, batch, measure, lambda f: f["scale"] > 0)
-        scale = found["scale"]
+        (scale, worst, leak), steps = until_it_reacts(context, model, batch, measure, lambda f: f[0] > 0)
         details: dict[str, Any] = {
             "task": how,
-            "method": found["method"],
+            "method": "perturbation",
             "positions": probes,
-            "samples": count,
-            "sequence_length": int(inputs.shape[1]),
-            "rtol": self.rtol,
             "training_steps_first": steps,
-            "measured": found["worst"] / scale if scale > 0 else 0.0,
+            "measured": worst / scale if scale > 0 else 0.0,
         }
         if scale == 0:
-            raise CheckInconclusive(
-                f"the outputs react to no input position, also after {steps} optimizer step(s)"
-            )
-        if found["leak"] is None:
-            return self.verdict(
-                "pass",
-                f"outputs at positions {probes} do not depend on later inputs (largest future effect "
-                f"{details['measured']:.2g} of the largest effect)",
-                details,
-            )
-        position, later, far = found["leak"]
+            raise CheckInconclusive(f"the outputs react to no input position, also after {steps} step(s)")
+        if leak is None:
+            summary = f"outputs at positions {probes} do not depend on later inputs (largest future effect "
+            return self.verdict("pass", f"{summary}{details['measured']:.2g} of the largest effect)", details)
+        position, later, far = leak
         details["leak"] = {"output_position": position, "input_position": later, "reads_further": far}
         seen = f"input position {later}" + (" and later ones too" if far else "")
         seen += " (off-by-one)" if later == position + 1 and not far else ""
-        return self.verdict(
-            "fail",
-            f"the output at position {position} depends on {seen}: {details['measured']:.2g} of the largest "
-            "effect, expected 0",
-            details,
-            action="Add a causal mask (is_causal=True), use unidirectional layers and left-only padding.",
-        )
+        summary = f"the output at position {position} depends on {seen}: {details['measured']:.2g} of the "
+        action = "Add a causal mask (is_causal=True), use unidirectional layers and left-only padding."
+        return self.verdict("fail", summary + "largest effect, expected 0", details, action)
 
     def _perturbation_test(
         self, context: CheckContext, model: Any, batch: Any, inputs: Tensor, probes: list[int]
-    ) -> dict[str, Any]:
+    ) -> tuple[float, float, tuple[int, int, bool] | None]:
+        """The largest effect, the largest on an earlier output, and the first leak (output, input, more)."""
         replacement = _replacement(inputs, context.seed)
         seq = int(inputs.shape[1])
+
+        def output(batch: Any) -> Tensor:  # [B, S, ...], with the same randomness in every compared pass
+            return aligned_output(seeded(context.seed, model_output, context, model, batch), inputs)
+
         with torch.no_grad():
-            base = _seeded_output(context, model, batch, inputs)
+            base = output(batch)
 
             def effect(start: int, stop: int) -> Tensor:
                 """The change of every output position when the inputs in ``[start, stop)`` change."""
                 changed = inputs.clone()
                 changed[:, start:stop] = replacement[:, start:stop]
                 with perturbed("later positions of the sequence replaced"):
-                    output = _seeded_output(context, model, context.with_inputs(batch, changed), inputs)
-                return (output - base).float().abs().transpose(0, 1).reshape(seq, -1).amax(1)
+                    moved = output(context.with_inputs(batch, changed))
+                return (moved - base).float().abs().transpose(0, 1).reshape(seq, -1).amax(1)
 
             table = torch.stack([effect(p + 1, seq) for p in probes]).tolist()  # sync: once
             scale = max(max(row) for row in table)
@@ -158,14 +146,12 @@ class CausalityCheck(SanityCheck):
                     low, high = moved + 1, seq  # changing inputs [moved + 1, high) moves output `moved`
                     while high - low > 1:
                         middle = (low + high) // 2
-                        if float(effect(moved + 1, middle)[moved]) > limit:  # sync: once per bisection step
-                            high = middle
-                        else:
-                            low = middle
+                        leaks = float(effect(moved + 1, middle)[moved]) > limit  # sync: once per step
+                        low, high = (low, middle) if leaks else (middle, high)
                     later = high - 1
                     far = later + 1 < seq and float(effect(later + 1, seq)[moved]) > limit
                     leak = (moved, later, far)
-        return {"method": "perturbation", "scale": scale, "worst": worst, "leak": leak}
+        return scale, worst, leak
 
 
 def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -> tuple[bool, str]:
@@ -192,12 +178,7 @@ def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -
         return False, f"targets {list(targets.shape)} vs inputs {list(inputs.shape)}"
     head, tail = targets[:, :-1], inputs[:, 1:]
     series = head.reshape(*head.shape[:2], -1) if head.ndim in (2, 3) else head
-    if (
-        inputs.ndim == 3
-        and series.ndim == 3
-        and series.shape[2] < tail.shape[2]
-        and series.is_floating_point()
-    ):
+    if inputs.ndim == series.ndim == 3 and series.shape[2] < tail.shape[2] and series.is_floating_point():
         for f in range(tail.shape[2] - series.shape[2] + 1):  # forecasting: some input features, a step ahead
             window = tail[..., f : f + series.shape[2]].float()
             if torch.allclose(series.float(), window):  # sync: per feature
@@ -219,13 +200,6 @@ def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -
     return False, f"targets are the shifted inputs at {share:.0%} of positions"
 
 
-def _positions(seq: int, count: int) -> list[int]:
-    last = seq - 2
-    if count == 1:
-        return [last // 2]
-    return sorted({round(i * last / (count - 1)) for i in range(count)})
-
-
 def _replacement(inputs: Tensor, seed: int) -> Tensor:
     """Different values everywhere: other token ids present in the batch, or shifted floats."""
     generator = torch.Generator(device="cpu").manual_seed(seed)
@@ -237,11 +211,6 @@ def _replacement(inputs: Tensor, seed: int) -> Tensor:
         raise CheckSkipped("every input token of the batch is the same id: nothing to replace them with.")
     offsets = torch.randint(1, len(pool), inputs.shape, generator=generator).to(inputs.device)
     return pool[(torch.searchsorted(pool, inputs) + offsets) % len(pool)]
-
-
-def _seeded_output(context: CheckContext, model: Any, batch: Any, inputs: Tensor) -> Tensor:
-    """The output for ``batch`` as ``[B, S, ...]``, with the same randomness in every compared pass."""
-    return aligned_output(seeded(context.seed, model_output, context, model, batch), inputs)
 
 
 def aligned_output(output: Tensor, inputs: Tensor) -> Tensor:
@@ -256,7 +225,5 @@ def aligned_output(output: Tensor, inputs: Tensor) -> Tensor:
     if output.shape[:2] != (batch, seq) and output.shape[:1] == (batch * seq,):  # flat: unflatten
         output = output.reshape(batch, seq, *output.shape[1:])
     if output.shape[:2] != (batch, seq):
-        raise CheckSkipped(
-            f"the output {list(output.shape)} is not [B, S, ...] = [{batch}, {seq}, ...] as the inputs."
-        )
+        raise CheckSkipped(f"the output {list(output.shape)} is not [B, S, ...] = [{batch}, {seq}, ...].")
     return output

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from contextlib import suppress
+from functools import partial
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
 from torch import Tensor, nn
 from torch.nn.modules import batchnorm, dropout, instancenorm
@@ -30,15 +29,12 @@ Record = tuple[str, str, int, list[Tensor], Tensor | None]  # (name, class, sub-
 
 
 class EvalModeCheck(SanityCheck):
-    """What validation reports is what the model does: in ``eval()`` the same input gives the same output (two
-    passes under different seeds agree within ``rtol``, else the first differing module is named), and a pass
-    changes no parameter or buffer (a one-time lazy initialisation excepted). The guide has the rules. Cost:
-    two forwards on ``num_samples`` samples with per-module hooks, a checksum of each parameter per pass.
+    """What validation reports is what the model does: in ``eval()`` two passes under different seeds agree
+    and change no parameter or buffer (the guide has the rules). Cost: two forwards with per-module hooks.
 
     Args:
         num_samples: Samples of the first training batch used.
-        rtol: Relative tolerance: outputs differing by more than ``rtol`` x their largest magnitude (plus
-            ``1e-6``) differ.
+        rtol: Outputs differing by more than ``rtol`` x their largest magnitude (plus ``1e-6``) differ.
 
     Raises:
         ValueError: If ``num_samples < 1`` or ``rtol`` is not in (0, 1).
@@ -87,39 +83,31 @@ class EvalModeCheck(SanityCheck):
                 initialised = first
                 passes[0] = _observe(context, model, batch, context.seed + 1)  # compared after it
         (out_a, records_a), (out_b, records_b) = passes
-        culprit, first_input = self._localise(records_a, records_b)
+        culprit, before = self._localise(records_a, records_b)
+        gap = (out_a.double() - out_b.double()).abs().nan_to_num() if out_a.shape == out_b.shape else None
         details: dict[str, Any] = {
             "mode_dependent_layers": _mode_dependent_layers(model),
-            "samples": size,
             "changed_state": changed,
             "initialised_state": initialised,
             "outputs_equal": _same(out_a, out_b, self.rtol),
-            "max_difference": _max_difference(out_a, out_b),
+            "max_difference": float("inf") if gap is None else float(gap.max()) if gap.numel() else 0.0,
             "random_module": culprit,
-            "first_differing_input": first_input,
         }
         if changed:
-            return self.verdict(
-                "fail",
-                f"a forward pass in eval() changed the model's state: {listed([f'`{n}`' for n in changed])}",
-                details,
-                action="Update running statistics, counters and caches only under `if self.training:`.",
-            )
+            summary = f"a pass in eval() changed the model's state: {listed([f'`{n}`' for n in changed])}"
+            action = "Update running statistics, counters and caches only under `if self.training:`."
+            return self.verdict("fail", summary, details, action)
         if culprit is not None and _samples_a_prediction(context, model, batch):
             details["sampled"] = True
             why = "the output is sampled (location + scale x noise, both predicted): randomness not judged"
             return self.verdict("pass", f"no state changed; {why}", details)
         if culprit is not None:
             where = f"`{culprit[0]}` ({culprit[1]})" if culprit[0] else f"its own forward ({culprit[1]})"
-            if first_input is not None and _inside(first_input[0], culprit[0]):
-                where += f", before `{first_input[0]}`"
-            return self.verdict(
-                "fail",
-                f"eval() gave different results on two seeds ({details['max_difference']:.2g} apart): "
-                f"random in {where}"[:SUMMARY_LIMIT],
-                details,
-                action="Pass training=self.training to F.dropout; guard noise and masking by self.training.",
-            )
+            if before is not None and (culprit[0] in ("", before) or before.startswith(culprit[0] + ".")):
+                where += f", before `{before}`"
+            summary = f"eval() gave different results on two seeds ({details['max_difference']:.2g} apart): "
+            action = "Pass training=self.training to F.dropout; guard noise and masking by self.training."
+            return self.verdict("fail", f"{summary}random in {where}"[:SUMMARY_LIMIT], details, action)
         equal = details["outputs_equal"]
         why = "two passes with different seeds agree" if equal else "only inputs the step draws differ"
         if initialised:
@@ -128,18 +116,16 @@ class EvalModeCheck(SanityCheck):
             return self.verdict("pass", summary[:SUMMARY_LIMIT], details)
         return self.verdict("pass", f"eval() is deterministic and stateless: {why}", details)
 
-    def _localise(
-        self, records_a: list[Record], records_b: list[Record]
-    ) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
-        """The innermost module that got equal inputs on both passes but gave different outputs."""
-        if [r[0] for r in records_a] != [r[0] for r in records_b]:
+    def _localise(self, a: list[Record], b: list[Record]) -> tuple[tuple[str, str] | None, str | None]:
+        """The innermost module given equal inputs that gave other outputs; the first given other inputs."""
+        if [r[0] for r in a] != [r[0] for r in b]:
             return None, None  # data-dependent control flow: compare the final outputs only
 
         differs = [  # (name, kind, start of its sub-calls, inputs differ, output differs)
             (n, k, start, not _same(ia, ib, self.rtol), not _same(oa, ob, self.rtol))
-            for (n, k, start, ia, oa), (*_, ib, ob) in zip(records_a, records_b, strict=True)
+            for (n, k, start, ia, oa), (*_, ib, ob) in zip(a, b, strict=True)
         ]
-        first_input = next(((n, k) for n, k, _, d_in, _ in differs if d_in), None)
+        first_input = next((n for n, _, _, d_in, _ in differs if d_in), None)
         for i, (name, kind, start, d_in, d_out) in enumerate(differs):
             inner = any(oi or oo for *_, oi, oo in differs[start:i])  # its own sub-calls
             if not d_in and (d_out or inner):
@@ -152,24 +138,21 @@ def _observe(context: CheckContext, model: Any, batch: Any, seed: int) -> tuple[
     records: list[Record] = []
     at: list[int] = []  # per open call, where its sub-calls' records start
 
-    def hook(name: str) -> Callable[..., None]:
-        def record(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
-            inputs = [t.detach().clone() for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
-            out = first_tensor(output)
-            kept = None if out is None else out.detach().clone()
-            records.append((name, type(module).__name__, at.pop(), inputs, kept))
+    def record(name: str, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+        inputs = [t.detach().clone() for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
+        out = first_tensor(output)
+        kept = None if out is None else out.detach().clone()
+        records.append((name, type(module).__name__, at.pop(), inputs, kept))
 
-        return record
-
-    handles = [m.register_forward_pre_hook(lambda *_: at.append(len(records))) for m in model.modules()]
-    handles += [m.register_forward_hook(hook(n), with_kwargs=True) for n, m in model.named_modules()]
+    hooks = [m.register_forward_pre_hook(lambda *_: at.append(len(records))) for m in model.modules()]
+    hooks += [m.register_forward_hook(partial(record, n), with_kwargs=True) for n, m in model.named_modules()]
     seed_all(seed)  # different streams in the two passes (run() restores the caller's)
     try:
         with torch.no_grad():
             output = _output(context, model, batch)
     finally:
-        for handle in handles:
-            handle.remove()
+        for hook in hooks:
+            hook.remove()
     return output.detach().clone(), records
 
 
@@ -190,8 +173,7 @@ class _Sampling(TorchFunctionMode):
         return entry[1] if entry is not None and entry[0] is value else frozenset()
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        result = func(*args, **kwargs)
+        result = func(*args, **(kwargs or {}))
         operands = [self._of(t) for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
         tags = frozenset().union(*operands)
         predicted = [t >= _PREDICTED and "noise" not in t for t in operands]
@@ -214,7 +196,7 @@ _MUL = {torch.mul, Tensor.mul, Tensor.__mul__, Tensor.__rmul__}
 _ADD = {torch.add, Tensor.add, Tensor.add_, Tensor.__add__, Tensor.__radd__, Tensor.__iadd__}
 
 
-def _samples_a_prediction(context: CheckContext, model: pl.LightningModule, batch: Any) -> bool:
+def _samples_a_prediction(context: CheckContext, model: Any, batch: Any) -> bool:
     """Whether one eval pass draws a reparameterised sample (:class:`_Sampling`)."""
     try:
         with _Sampling(batch) as probe, torch.no_grad():
@@ -224,7 +206,7 @@ def _samples_a_prediction(context: CheckContext, model: pl.LightningModule, batc
     return probe.found
 
 
-def _output(context: CheckContext, model: pl.LightningModule, batch: Any) -> Tensor:
+def _output(context: CheckContext, model: Any, batch: Any) -> Tensor:
     """:func:`model_output`, or the output seen in ``training_step`` when forward needs more."""
     try:
         return model_output(context, model, batch)
@@ -232,10 +214,6 @@ def _output(context: CheckContext, model: pl.LightningModule, batch: Any) -> Ten
         with suppress(Exception):
             return step_output(context, model, batch)
         raise err
-
-
-def _inside(name: str, parent: str) -> bool:
-    return parent == "" or name == parent or name.startswith(parent + ".")
 
 
 def _same(a: Tensor | list[Tensor] | None, b: Tensor | list[Tensor] | None, rtol: float) -> bool:
@@ -250,12 +228,6 @@ def _same(a: Tensor | list[Tensor] | None, b: Tensor | list[Tensor] | None, rtol
         return torch.equal(a.nan_to_num(), b.nan_to_num()) if a.is_floating_point() else torch.equal(a, b)
     scale = float(a.abs().nan_to_num().max()) if a.numel() else 0.0  # sync: once per compared tensor
     return bool(torch.allclose(a, b, rtol=0.0, atol=rtol * scale + 1e-6, equal_nan=True))
-
-
-def _max_difference(a: Tensor, b: Tensor) -> float:
-    if a.shape != b.shape:
-        return float("inf")
-    return float((a.double() - b.double()).abs().nan_to_num().max()) if a.numel() else 0.0  # sync: once
 
 
 def _state(model: nn.Module) -> dict[str, Tensor]:

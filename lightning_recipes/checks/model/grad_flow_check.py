@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import Tensor
 from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_bool, check_int
@@ -19,16 +20,13 @@ __all__ = ["GradFlowCheck"]
 
 
 class GradFlowCheck(SanityCheck):
-    """Everything trained is used and everything used is trained: after a backward pass every trainable
-    parameter has a finite, non-zero gradient and sits in an optimizer (a zero-initialised layer gets up to
-    ``max_steps - 1`` steps), and the gradient is the loss's derivative (central differences in float64;
-    ``details["derivative"]``). The guide has the rules. Cost: 1 to ``max_steps`` forward+backward passes,
-    then about ten float64 forwards (8 more per disagreeing tensor).
+    """Everything trained is used and everything used is trained: every trainable parameter gets a finite,
+    non-zero gradient within ``max_steps`` backward passes, sits in an optimizer, and its gradient is the
+    loss's derivative (float64 central differences). The guide has the rules and the cost.
 
     Args:
         max_steps: Backward passes before a zero gradient counts as dead.
-        derivative: Compare the gradient with the loss's derivative (``False`` where a gradient is not the
-            derivative by design: a gradient reversal layer, a hook that rescales on purpose).
+        derivative: Compare the gradient with the loss's derivative (``False``: not it by design).
 
     Raises:
         ValueError: If ``max_steps < 1``.
@@ -69,17 +67,12 @@ class GradFlowCheck(SanityCheck):
             "frozen": frozen,
             "optimizer": built.note,
             "not_in_optimizer": [name for name, p in trainable if id(p) not in in_optimizer],
-            "frozen_in_optimizer": [
-                name for name, p in named if not p.requires_grad and id(p) in in_optimizer
-            ],
+            "frozen_in_optimizer": [n for n, p in named if not p.requires_grad and id(p) in in_optimizer],
         }
         if not trainable:
-            return self.verdict(
-                "fail",
-                f"every parameter ({len(frozen)}) is frozen (requires_grad=False): training cannot change it",
-                details,
-                action="Unfreeze what should learn with requires_grad_(True) (the head, the adapters).",
-            )
+            summary = f"every parameter ({len(frozen)}) is frozen (requires_grad=False): nothing can learn"
+            action = "Unfreeze what should learn with requires_grad_(True) (the head, the adapters)."
+            return self.verdict("fail", summary, details, action)
         seen, nonzero, nonfinite, loss, steps = self._backward_passes(context, model, trainable, built)
         no_grad = [name for name, _ in trainable if name not in seen]
         zero = [name for name, _ in trainable if name in seen and name not in nonzero]
@@ -89,46 +82,27 @@ class GradFlowCheck(SanityCheck):
         details["cancelled"] = cancelled
         dead = no_grad + zero
         if len(dead) == len(trainable):
-            return self.verdict(
-                "fail",
-                f"no parameter gets any gradient in {steps} backward passes (loss {loss:.4g}): the loss is "
-                "constant in them",
-                details,
-                "Return the unclamped loss: a clamp, .detach(), .item() or argmax cuts the graph.",
-            )
+            summary = f"no parameter gets any gradient in {steps} backward passes (loss {loss:.4g}, constant)"
+            action = "Return the unclamped loss: a clamp, .detach(), .item() or argmax cuts the graph."
+            return self.verdict("fail", summary, details, action)
         if nonfinite:
-            return self.verdict(
-                "fail",
-                f"non-finite gradients in {len(nonfinite)} parameter(s): {listed(nonfinite)}",
-                details,
-                "Look for NaN/Inf in the data or log/sqrt/division at 0 (torch.autograd.detect_anomaly()).",
-            )
-        unread = _unread(context, no_grad) if dead and no_grad else []
-        details["unread"] = unread
+            summary = f"non-finite gradients in {len(nonfinite)} parameter(s): {listed(nonfinite)}"
+            action = "Look for NaN/Inf in the data, or log/sqrt/division at 0 (autograd.detect_anomaly())."
+            return self.verdict("fail", summary, details, action)
+        details["unread"] = unread = _unread(context, no_grad) if dead and no_grad else []
         if dead and sorted(dead) == sorted(unread):  # declared, never read: no path to cut
-            return self.verdict(
-                "warn",
-                f"{len(unread)} of {len(trainable)} trainable parameter(s) are never read by the loss: "
-                f"{listed(unread)}",
-                details,
-                "Wire in the module you meant to use, or remove or freeze it (requires_grad_(False)).",
-            )
+            summary = f"{len(unread)} of {len(trainable)} trainable parameter(s) are never read by the loss"
+            action = "Wire in the module you meant to use, or remove or freeze it (requires_grad_(False))."
+            return self.verdict("warn", f"{summary}: {listed(unread)}", details, action)
         if dead:
             kind = "no" if no_grad else "an exactly-zero"
-            return self.verdict(
-                "fail",
-                f"{len(dead)} of {len(trainable)} trainable parameter(s) get {kind} gradient in {steps} "
-                f"step(s): {listed(dead)}",
-                details,
-                "Find the .detach()/no_grad, zero gate or unused module on their path; freeze what is unused",
-            )
+            summary = f"{len(dead)} of {len(trainable)} trainable parameter(s) get {kind} gradient"
+            action = "Find the .detach()/no_grad or zero gate on their path; freeze an unused module."
+            return self.verdict("fail", f"{summary} in {steps} step(s): {listed(dead)}", details, action)
         if missing := details["not_in_optimizer"]:
-            return self.verdict(
-                "fail",
-                f"{len(missing)} trainable parameter(s) not in any optimizer: {listed(missing)}",
-                details,
-                "Build the optimizer's param groups from self.named_parameters().",
-            )
+            summary = f"{len(missing)} trainable parameter(s) not in any optimizer: {listed(missing)}"
+            action = "Build the optimizer's param groups from self.named_parameters()."
+            return self.verdict("fail", summary, details, action)
         found: dict[str, Any] = {"compared": False, "why": "derivative=False"}
         if self.derivative:
             found = derivative_check(context, model, trainable)
@@ -136,33 +110,22 @@ class GradFlowCheck(SanityCheck):
         if found.get("mismatch"):
             # a hand-written backward may edit the gradient on purpose (a reversal layer): not failed
             edited = ", ".join(found.get("custom_functions", []))
-            return self.verdict(
-                "warn" if edited else "fail",
-                f"the gradient is not the loss's derivative in {listed(found['mismatch'], 32)}: "
-                f"slope {found['slope']:.3g} vs difference {found['difference']:.3g}",
-                details,
-                f"Test the hand-written backward of {edited} (autograd.gradcheck); a reversal or scaling by "
-                "design: GradFlowCheck(derivative=False)."
-                if edited
-                else "Find the hook editing grads on their path, or a derivative taken without create_graph.",
-            )
+            summary = f"the gradient is not the loss's derivative in {listed(found['mismatch'], 32)}"
+            summary += f": slope {found['slope']:.3g} vs difference {found['difference']:.3g}"
+            action = "Find the hook editing grads on their path, or a derivative without create_graph."
+            if edited:
+                action = f"Test {edited}'s backward with autograd.gradcheck; if by design, derivative=False."
+            return self.verdict("warn" if edited else "fail", summary, details, action)
         flows = f"all {len(trainable)} trainable parameters get finite, non-zero gradients in {steps} step(s)"
         if held := details["frozen_in_optimizer"]:
-            return self.verdict(
-                "warn",
-                f"{len(held)} frozen parameter(s) sit in the optimizer: {listed(held, 40)}; the rest learn",
-                details,
-                action="Meant to learn? requires_grad_(True). Frozen on purpose (a backbone, a teacher): "
-                "fine; keep them in the optimizer if you unfreeze them later.",
-            )
+            summary = f"{len(held)} frozen parameter(s) in the optimizer: {listed(held, 40)}; the rest learn"
+            action = "Meant to learn? requires_grad_(True). Frozen on purpose (a backbone, a teacher): fine."
+            return self.verdict("warn", summary, details, action)
         if cancelled:  # a symmetry of the loss (a shift shared by both towers), not a cut path
-            flows = (
-                f"{len(trainable) - len(cancelled)} of {len(trainable)} trainable parameters get non-zero "
-                f"gradients; {listed(cancelled)} get(s) contributions from several calls that cancel exactly"
-            )
-        return self.verdict(
-            "pass", flows + (f"; {len(frozen)} frozen, outside the optimizer" if frozen else ""), details
-        )
+            flows = f"all but {len(cancelled)} of {len(trainable)} trainable parameters get gradients; "
+            flows += f"{listed(cancelled)}: the contributions of several calls cancel exactly"
+        outside = f"; {len(frozen)} frozen, outside the optimizer" if frozen else ""
+        return self.verdict("pass", flows + outside, details)
 
     def _backward_passes(
         self, context: CheckContext, model: Any, trainable: list[tuple[str, torch.nn.Parameter]], built: Any
@@ -181,8 +144,7 @@ class GradFlowCheck(SanityCheck):
             with_grad = [(name, p.grad) for name, p in trainable if p.grad is not None]
             checks = [torch.stack([g.isfinite().all(), (g != 0).any()]) for _, g in with_grad]
             flags = torch.stack(checks).tolist() if with_grad else []  # sync: once per step
-            if steps == 1:
-                loss_value = float(loss.detach())
+            loss_value = float(loss.detach()) if steps == 1 else loss_value  # sync: the first step only
             seen |= {name for name, _ in with_grad}
             nonzero |= {name for (name, _), (_, moves) in zip(with_grad, flags) if moves}
             nonfinite += [name for (name, _), (finite, _) in zip(with_grad, flags) if not finite]
@@ -194,8 +156,7 @@ class GradFlowCheck(SanityCheck):
 
 
 def _unread(context: CheckContext, names: list[str], limit: int = 8) -> list[str]:
-    """Of the first ``limit`` ``names``, those the loss does not read: shifting one by 1 leaves the loss bit
-    for bit (same batch and seed; a fresh copy per name, as a step may update state such as BatchNorm's)."""
+    """Of the first ``limit`` ``names``, those the loss does not read (shifting one keeps it bit for bit)."""
     batch = context.train_batches(1)[0]
 
     def loss(shifted: str | None = None) -> torch.Tensor:
@@ -210,9 +171,7 @@ def _unread(context: CheckContext, names: list[str], limit: int = 8) -> list[str
     return [name for name in names[:limit] if torch.equal(loss(name), base)]  # sync: one per name
 
 
-def _cancelled(
-    context: CheckContext, model: Any, trainable: dict[str, torch.nn.Parameter], zero: list[str]
-) -> list[str]:
+def _cancelled(context: CheckContext, model: Any, trainable: dict[str, Tensor], zero: list[str]) -> list[str]:
     """Zero-gradient parameters of a module called more than once whose calls cancel (invariant by design)."""
     owners: dict[int, list[str]] = {}
     modules = dict(model.named_modules())

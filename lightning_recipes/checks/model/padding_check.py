@@ -6,10 +6,8 @@ import contextlib
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -29,6 +27,7 @@ __all__ = ["PaddingCheck"]
 
 _ULPS = 256.0  # a longer sequence lengthens reductions (softmax, masked sums): more last-bit noise
 _IGNORING_LOSSES = ("cross_entropy", "nll_loss")
+_REPORTED = ("status", "deviation", "noise", "tolerance")  # of each verdict, in details["quantities"]
 Fill = dict[int | str, float]  # the value appended to each sequence entry, by key
 Observation = tuple[Tensor, Tensor | None]  # a pass's loss and the output seen
 
@@ -39,17 +38,15 @@ MASK_KEYS += ("tgt_key_padding_mask", "input_mask", "pad_mask", "mask")
 LENGTHS_KEYS = ("lengths", "length", "lens", "seq_lens", "seq_len", "input_lengths", "sequence_lengths")
 
 
-@dataclass
+@dataclasses.dataclass
 class Padding:
-    """What the batch says about padding: kind, key, length, pad value, real positions, sequence entries."""
+    """What the batch says about padding (``pad_value`` ``None``: a lengths entry, else a mask)."""
 
-    kind: str
     key: int | str
-    length: int
     pad_value: float | None
     real: Tensor
-    sequence_keys: list[int | str] = field(default_factory=list)
-    convention: str = ""
+    sequence_keys: list[int | str]
+    convention: str
 
 
 def _mask_candidates(batch: Any, entries: list[tuple[int | str, Tensor]], key: Key) -> list[int | str]:
@@ -72,8 +69,7 @@ def _mask_convention(mask: Tensor, name: int | str) -> tuple[float, str]:
     flags = mask != 0
     mixed = flags.any(1) & ~flags.all(1)
     if bool(mixed.any()):
-        last = flags[mixed, -1].float().mean()
-        pad = 1.0 if float(last) > 0.5 else 0.0
+        pad = 1.0 if float(flags[mixed, -1].float().mean()) > 0.5 else 0.0
         return pad, f"{'True = padding' if pad else '1 = keep, 0 = padding'} (trailing values of padded rows)"
     if bool(flags.all()):
         return 0.0, "1 = keep (all ones: no padding in this batch)"
@@ -83,15 +79,7 @@ def _mask_convention(mask: Tensor, name: int | str) -> tuple[float, str]:
 def find_padding(
     batch: Any, input_key: Key, target_key: Key, padding_key: Key = None
 ) -> tuple[Padding | None, str]:
-    """The padding a batch declares, or ``None`` and why not.
-
-    Example:
-        >>> ids = torch.tensor([[5, 6, 0], [7, 0, 0]])
-        >>> batch = {"input_ids": ids, "attention_mask": (ids != 0).long()}
-        >>> padding, _ = find_padding(batch, "input_ids", None)
-        >>> padding.kind, padding.pad_value, padding.sequence_keys, padding.real.sum().item()
-        ('mask', 0.0, ['input_ids'], 3)
-    """
+    """The padding a batch declares, or ``None`` and why not."""
     entries = [(key, tensor) for key, _, tensor in _probe.entries(batch) if key is not None]
     tensors = dict(entries)
     inputs = tensors.get(input_key) if input_key is not None else None  # type: ignore[arg-type]
@@ -107,7 +95,7 @@ def find_padding(
         size, length = int(mask.shape[0]), int(mask.shape[1])
         keys = [k for k, t in entries if k != key and t.shape[:2] == (size, length)]  # [B, T, ...] entries
         if keys:
-            return Padding("mask", key, length, pad_value, real.bool(), keys, convention), ""
+            return Padding(key, pad_value, real.bool(), keys, convention), ""
     if inputs is None or inputs.ndim < 2:
         return None, "no mask, and no [B, T, ...] input for lengths"
     size, length = int(inputs.shape[0]), int(inputs.shape[1])
@@ -124,9 +112,7 @@ def find_padding(
         if bool((~real).any()) and math.isnan(pad_value_of(inputs, real, math.nan)):
             continue  # positions past the "lengths" hold varying values: not a lengths entry
         keys = [k for k, t in entries if k != key and t.shape[:2] == (size, length)]  # [B, T, ...] entries
-        return Padding(
-            "lengths", key, length, None, real, keys, "lengths: positions >= length are padding"
-        ), ""
+        return Padding(key, None, real, keys, "lengths: positions >= length are padding"), ""
     return None, "no mask, no lengths"
 
 
@@ -136,35 +122,24 @@ def pad_value_of(tensor: Tensor, real: Tensor, default: float) -> float:
     return float(padded[0]) if padded.numel() and bool((padded == padded[0]).all()) else default
 
 
-def extend_batch(batch: Any, padding: Padding, extra: int, fill: Fill) -> Any:
-    """``batch`` with every sequence entry ``extra`` positions longer, filled with ``fill[key]``; the mask
-    marks the new positions as padding; lengths stay as they are."""
+def resize_batch(batch: Any, padding: Padding, length: int, fill: Fill) -> Any:
+    """``batch`` cut or padded (with ``fill``, marked as padding) to ``length`` positions."""
 
-    def grow(tensor: Tensor, value: float) -> Tensor:
-        return torch.cat([tensor, tensor.new_full((tensor.shape[0], extra, *tensor.shape[2:]), value)], dim=1)
+    def fit(tensor: Tensor, value: float) -> Tensor:
+        if length <= tensor.shape[1]:
+            return tensor[:, :length]
+        more = tensor.new_full((tensor.shape[0], length - tensor.shape[1], *tensor.shape[2:]), value)
+        return torch.cat([tensor, more], dim=1)
 
-    changes: dict[int | str, Tensor] = {key: grow(batch[key], fill[key]) for key in padding.sequence_keys}
-    if padding.kind == "mask":
-        assert padding.pad_value is not None
-        changes[padding.key] = grow(batch[padding.key], padding.pad_value)
+    changes: dict[int | str, Tensor] = {key: fit(batch[key], fill[key]) for key in padding.sequence_keys}
+    mark, value = batch[padding.key], padding.pad_value  # a mask, or lengths (no pad value)
+    changes[padding.key] = mark.clamp_max(length) if value is None else fit(mark, value)
     return replace_entries(batch, changes)
 
 
-def truncate_batch(batch: Any, padding: Padding, length: int) -> tuple[Any, Padding]:
-    """The first ``length`` positions of every sequence entry (and of the mask; lengths capped at
-    ``length``), and the padding of that shorter batch: room for padding inside the model's length limit."""
-    changes: dict[int | str, Tensor] = {key: batch[key][:, :length] for key in padding.sequence_keys}
-    mark = batch[padding.key]
-    changes[padding.key] = mark[:, :length] if padding.kind == "mask" else mark.clamp_max(length)
-    shorter = dataclasses.replace(padding, length=length, real=padding.real[:, :length])
-    return replace_entries(batch, changes), shorter
-
-
 class PaddingCheck(SanityCheck):
-    """The output depends on what the task says: extra padding, marked as padding, changes neither the loss
-    nor the outputs at real positions (every ``[B, T, ...]`` entry gets ``extra`` positions, marked in the
-    mask or lengths entry; without one: ``skip``; the guide has the thresholds). Cost: three to six
-    ``training_step`` calls without gradients on ``num_samples`` samples.
+    """The output depends on what the task says: ``extra`` positions marked as padding change neither the loss
+    nor the outputs at real positions (the guide has the rules). Cost: three to six ``training_step`` calls.
 
     Args:
         num_samples: Samples of the first training batch used.
@@ -215,13 +190,13 @@ class PaddingCheck(SanityCheck):
     @override
     def check(self, context: CheckContext) -> CheckResult:
         batch = context.train_batches(1)[0]
-        if isinstance(batch, Tensor) or not isinstance(batch, (Mapping, Sequence)):
-            raise CheckSkipped(_NO_PADDING.format(why="the batch is a single tensor"))
-        keys = context.keys()
-        input_key, target_key = input_key_of(batch, keys[0]), _target_key_of(batch, keys[1])
-        padding, why = find_padding(batch, input_key, target_key, self.padding_key)
+        padding, why = None, "the batch is a single tensor"
+        if not isinstance(batch, Tensor) and isinstance(batch, (Mapping, Sequence)):
+            keys = context.keys()
+            input_key, target_key = input_key_of(batch, keys[0]), _target_key_of(batch, keys[1])
+            padding, why = find_padding(batch, input_key, target_key, self.padding_key)
         if padding is None:
-            raise CheckSkipped(_NO_PADDING.format(why=why))
+            raise CheckSkipped(f"the batch does not say what is padding ({why}); pass `padding_key=`.")
         size = int(padding.real.shape[0])
         if size > self.num_samples:
             batch = slice_batch(batch, self.num_samples, size)
@@ -239,61 +214,63 @@ class PaddingCheck(SanityCheck):
             fill[key] = 0.0 if math.isnan(value) else value
         details: dict[str, Any] = {
             "padding": {
-                "kind": padding.kind,
+                "kind": "lengths" if padding.pad_value is None else "mask",
                 "key": padding.key,
                 "convention": padding.convention,
-                "length": padding.length,
                 "padded_fraction": round(1.0 - float(padding.real.float().mean()), 4),
-                "extended": padding.sequence_keys,
                 "fill": fill,
             },
             "extra": self.extra,
-            "samples": int(padding.real.shape[0]),
         }
         first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))  # the noise
+
+        def padded(extra: int, padding: Padding) -> dict[str, NoiseVerdict]:
+            """The batch as it is now padded by ``extra`` more positions, against its two passes."""
+            try:
+                longer = resize_batch(batch, padding, padding.real.shape[1] + extra, fill)
+                extended = _observe(context, model, longer, context.seed)
+            except (CheckSkipped, CheckInconclusive, CannotRunOnCopy):
+                raise
+            except Exception as err:
+                why = f"your code raised {type(err).__name__} on the batch padded by {extra} positions"
+                raise _LongerRefused(f"{why} ({str(err)[:36]}): no verdict") from err
+            return _compare(first, second, extended, padding.real)
+
         try:
-            verdicts = _padded(context, model, batch, padding, fill, (first, second), self.extra)
+            verdicts = padded(self.extra, padding)
         except _LongerRefused as refused:  # a position limit: make room inside T and pad back to T
-            if padding.length <= self.extra:
+            if padding.real.shape[1] <= self.extra:
                 raise CheckInconclusive(str(refused)) from refused
-            details["cut_to"] = room = padding.length - self.extra
-            batch, padding = truncate_batch(batch, padding, room)
+            details["cut_to"] = room = padding.real.shape[1] - self.extra
+            batch = resize_batch(batch, padding, room, fill)
+            padding = dataclasses.replace(padding, real=padding.real[:, :room])
             with perturbed(f"the batch cut to {room} positions"):
                 first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))
             try:
-                verdicts = _padded(context, model, batch, padding, fill, (first, second), self.extra)
+                verdicts = padded(self.extra, padding)
             except _LongerRefused as again:
                 raise CheckInconclusive(f"{refused}; cut to {room} positions, again") from again
         # reading padding grows with its amount, float noise hardly: look again with more of it
         if worst(verdicts)[1].status == "inconclusive":
-            more = max(self.extra * 4, padding.length)
+            more = max(self.extra * 4, padding.real.shape[1])
             with contextlib.suppress(_LongerRefused):
-                verdicts = _padded(context, model, batch, padding, fill, (first, second), more)
+                verdicts = padded(more, padding)
                 details["extra"] = more
         varied = _other_padded_targets(context, model, batch, padding, target_key, fill, self.extra)
         if varied is not None and worst(verdicts)[1].status != "fail":  # padded targets must not matter
             with perturbed("other labels at padded positions"):
                 third = _observe(context, model, varied, context.seed)
-            found = _compare(first, second, third, padding)["loss"]
+            found = _compare(first, second, third, padding.real)["loss"]
             verdicts["loss with other targets at padded positions"] = found
-        details["quantities"] = {
-            name: {"status": v.status, "deviation": v.deviation, "noise": v.noise, "tolerance": v.tolerance}
-            for name, v in verdicts.items()
-        }
-        return self._verdict(verdicts, details)
-
-    def _verdict(self, verdicts: dict[str, NoiseVerdict], details: dict[str, Any]) -> CheckResult:
-        """The worst of ``verdicts`` (never empty: the loss is always compared) as this check's result."""
-        name, found = worst(verdicts)
+        details["quantities"] = {n: {k: getattr(v, k) for k in _REPORTED} for n, v in verdicts.items()}
+        name, found = worst(verdicts)  # never empty: the loss is always compared
         moved = f"{name} moved {found.deviation:.2g} (tolerance {found.tolerance:.2g})"
         added = f"{details['extra']} padding positions"
         if found.status == "fail":
             only_loss = all(n.startswith("loss") for n, v in verdicts.items() if v.status == "fail")
-            action = (
-                "Mask the loss at padded positions (ignore_index=-100, or divide by the mask's sum)."
-                if only_loss and len(verdicts) > 1
-                else "Pass the mask to every pooling/attention/RNN (pack_padded_sequence); pool by mask sums."
-            )
+            action = "Pass the mask to every pooling/attention/RNN (pack_padded_sequence); pool by mask sums."
+            if only_loss and len(verdicts) > 1:
+                action = "Mask the loss at padded positions (ignore_index=-100, or divide by the mask's sum)."
             if details["padding"]["padded_fraction"] == 0:  # of the batch as loaded, before any cut
                 details["latent"] = True
                 summary = f"the model would read padding ({added}: {moved}); these batches hold none yet"
@@ -301,25 +278,7 @@ class PaddingCheck(SanityCheck):
             return self.verdict("fail", f"the model reads padding: {added}, {moved}", details, action=action)
         if found.status == "inconclusive":
             raise CheckInconclusive(f"{added} changed the results slightly, between noise and a bug: {moved}")
-        return self.verdict(
-            "pass", f"padding is ignored: {added} left the loss and outputs unchanged", details
-        )
-
-
-def _padded(
-    context: CheckContext, model: Any, batch: Any, padding: Padding, fill: Fill, noise: tuple, extra: int
-) -> dict[str, NoiseVerdict]:
-    """The batch padded by ``extra`` more positions, compared with the batch as it was."""
-    try:
-        extended = _observe(context, model, extend_batch(batch, padding, extra, fill), context.seed)
-    except (CheckSkipped, CheckInconclusive, CannotRunOnCopy):
-        raise
-    except Exception as err:
-        raise _LongerRefused(
-            f"your code raised {type(err).__name__} on the batch padded by {extra} positions "
-            f"({str(err)[:36]}): no verdict"
-        ) from err
-    return _compare(noise[0], noise[1], extended, padding)
+        return self.verdict("pass", f"padding is ignored: {added} left loss and outputs unchanged", details)
 
 
 def _other_padded_targets(
@@ -328,7 +287,7 @@ def _other_padded_targets(
     """The batch padded by ``extra`` with a real label at every padded target, or ``None``."""
     if target_key is None or target_key not in padding.sequence_keys:
         return None
-    longer = extend_batch(batch, padding, extra, fill)
+    longer = resize_batch(batch, padding, padding.real.shape[1] + extra, fill)
     with torch.no_grad():
         call = context.loss_call(model, longer)
     value = fill[target_key]
@@ -345,11 +304,6 @@ def _other_padded_targets(
     changed = target.clone()
     changed[~real] = others.flatten()[0]
     return replace_entries(longer, {target_key: changed})
-
-
-_NO_PADDING = (
-    "the batch does not say what is padding ({why}); pass `padding_key=` to name its mask or lengths."
-)
 
 
 class _LongerRefused(Exception):
@@ -371,7 +325,7 @@ def _ignore_index(call: Any) -> float:
     return float(call.kwargs.get("ignore_index", -100))
 
 
-def _observe(context: CheckContext, model: pl.LightningModule, batch: Any, seed: int) -> Observation:
+def _observe(context: CheckContext, model: Any, batch: Any, seed: int) -> Observation:
     """The loss of ``training_step`` on ``batch`` and the module's output seen meanwhile, under ``seed``."""
     torch.manual_seed(seed)
     with torch.no_grad(), context.capture_forward(model) as captured:
@@ -380,19 +334,17 @@ def _observe(context: CheckContext, model: pl.LightningModule, batch: Any, seed:
     return loss.detach(), None if output is None else output.detach()
 
 
-def _compare(
-    first: Observation, second: Observation, extended: Observation, padding: Padding
-) -> dict[str, NoiseVerdict]:
-    verdicts = {"loss": _judge(first[0], second[0], extended[0])}
-    a, b, longer = first[1], second[1], extended[1]
-    if a is None or b is None or longer is None or a.shape != b.shape:
+def _compare(x: Observation, y: Observation, longer: Observation, real: Tensor) -> dict[str, NoiseVerdict]:
+    verdicts = {"loss": _judge(x[0], y[0], longer[0])}
+    a, b, c = x[1], y[1], longer[1]
+    if a is None or b is None or c is None or a.shape != b.shape:
         return verdicts
-    grown = longer.ndim == a.ndim >= 2 and longer.shape[1] > a.shape[1] and longer.shape[2:] == a.shape[2:]
-    if a.shape == longer.shape:  # no time axis (pooled, or cut to the real lengths): compare all of it
-        verdicts["output"] = _judge(a, b, longer)
-    elif grown and a.shape[:2] == padding.real.shape:  # [B, T, ...]: the first T positions, real ones
-        real = padding.real.to(a.device)
-        verdicts["output at real positions"] = _judge(a[real], b[real], longer[:, : a.shape[1]][real])
+    grown = c.ndim == a.ndim >= 2 and c.shape[1] > a.shape[1] and c.shape[2:] == a.shape[2:]
+    if a.shape == c.shape:  # no time axis (pooled, or cut to the real lengths): compare all of it
+        verdicts["output"] = _judge(a, b, c)
+    elif grown and a.shape[:2] == real.shape:  # [B, T, ...]: the first T positions, real ones
+        real = real.to(a.device)
+        verdicts["output at real positions"] = _judge(a[real], b[real], c[:, : a.shape[1]][real])
     return verdicts
 
 
