@@ -209,3 +209,11 @@ def test_a_forecaster_whose_centred_conv_reads_future_steps_fails_and_a_causal_o
     assert leaking.details["leak"]["input_position"] > leaking.details["leak"]["output_position"]
     healthy = _run(Forecaster("left"), forecast_data())
     assert healthy.status == "pass", healthy.message
+
+
+def test_per_position_targets_of_another_width_are_not_next_token_prediction():
+    """3-D pose lifting: targets ``[B, J, 3]`` per joint from inputs ``[B, J, 2]``. Comparing the shifted
+    targets with the inputs must say "not next-token", not raise on the widths."""
+    joints2d, joints3d = torch.randn(8, 10, 2), torch.randn(8, 10, 3)
+    task, why = next_token_task((joints2d, joints3d), joints2d, joints3d)
+    assert not task and "[8, 10, 3]" in why

@@ -137,7 +137,7 @@ class DataCheck(SanityCheck):
         targets = [context.split(b)[1] for b in batches]
         details: dict[str, Any] = {"batches": len(batches)}
         self._found: list[Finding] = []
-        self._finite(batches, inputs, targets, details)
+        self._finite(context, batches, inputs, targets, details)
         self._inputs(inputs, details)
         if not details.get("constant_input_batches"):
             self._samples(context, inputs, details)
@@ -168,7 +168,12 @@ class DataCheck(SanityCheck):
         self._found.append(Finding(status, summary, action=action))
 
     def _finite(
-        self, batches: list[Any], inputs: list[Any], targets: list[Any], details: dict[str, Any]
+        self,
+        context: CheckContext,
+        batches: list[Any],
+        inputs: list[Any],
+        targets: list[Any],
+        details: dict[str, Any],
     ) -> None:
         counts: dict[str, list[int]] = {}
         for batch, x, y in zip(batches, inputs, targets, strict=True):
@@ -180,6 +185,11 @@ class DataCheck(SanityCheck):
                     seen[1] += int(tensor.isinf().sum())
         bad = {role: {"nan": n, "inf": i} for role, (n, i) in counts.items() if n or i}
         details["nonfinite_values"] = sum(c["nan"] + c["inf"] for c in bad.values())
+        if set(bad) == {"targets"}:  # gaps in the targets (missing cells) that the step masks are no fault
+            batch = next(b for b, y in zip(batches, targets, strict=True) if not bool(y.isfinite().all()))
+            if _finite_loss(context, batch):
+                details["nonfinite_targets_masked"] = True
+                return
         if bad:
             details["nonfinite_by_tensor"] = bad
             where = "; ".join(f"{c['nan']} NaN, {c['inf']} Inf in the {role}" for role, c in bad.items())
@@ -297,9 +307,13 @@ class DataCheck(SanityCheck):
                 details["labels_range"] = "not judged: no class-index loss consumes the labels"
                 bad = torch.zeros_like(bad)
             elif isinstance(consumer, tuple):
-                classes, ignore = consumer
+                classes, ignore, reached = consumer
                 details.update(num_classes=classes, ignore_index=ignore)
                 bad = _outside(flat, classes) & (flat != ignore)
+                if not reached and bool(bad.any()):  # masked in the step (unlabelled rows): never scored
+                    masked = f"{int(bad.sum())} outside [0, {classes}): masked before the loss"
+                    details.update(labels_range=masked, labels_masked=True)
+                    bad = torch.zeros_like(bad)
         details["labels_out_of_range"] = int(bad.sum())
         if details["labels_out_of_range"]:
             seen = flat[bad]
@@ -354,6 +368,9 @@ class DataCheck(SanityCheck):
         val = context.val_batches(self.num_batches)
         if not val:
             return
+        if _layout(batches[0]) != _layout(val[0]):  # one split's target need not be the other's
+            details["relation"] = "not compared: training and validation batches hold different entries"
+            return
         train, held = _stacked(context, batches), _stacked(context, val)
         if train is None or held is None:
             details["relation"] = "not compared: the inputs or targets differ in shape between batches"
@@ -362,7 +379,10 @@ class DataCheck(SanityCheck):
         classes = 0
         if y_t.ndim == 1 and not y_t.is_floating_point() and y_t.dtype != torch.bool:
             ignore = details.get("ignore_index", IGNORE_INDEX)  # missing labels the loss ignores: no class
+            classes_of = details.get("num_classes")
             keep_t, keep_v = (y_t != IGNORE_INDEX) & (y_t != ignore), (y_v != IGNORE_INDEX) & (y_v != ignore)
+            if details.get("labels_masked"):  # rows whose labels the step masks (unlabelled): no class either
+                keep_t, keep_v = keep_t & ~_outside(y_t, classes_of), keep_v & ~_outside(y_v, classes_of)
             if judge_labels and self._label_splits(y_t[keep_t], y_v[keep_v], details):
                 return
             x_t, y_t, g_t = x_t[keep_t], y_t[keep_t], {k: v[keep_t] for k, v in g_t.items()}
@@ -465,8 +485,24 @@ def _outside(labels: Tensor, classes: int | None) -> Tensor:
     return ((labels < 0) & (labels != IGNORE_INDEX)) | (labels >= classes if classes is not None else False)
 
 
-def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int] | str | None:
-    """``(C, ignore_index)`` of the class-index loss that consumes the labels, ``"raises"`` or ``None``."""
+def _layout(batch: Any) -> list[tuple[Any, int]]:
+    """A batch's entries (key, number of dimensions)."""
+    return [(key, tensor.ndim) for key, _, tensor in entries(batch)]
+
+
+def _finite_loss(context: CheckContext, batch: Any) -> bool:
+    """Whether one training step on a copy returns a finite loss on ``batch`` (NaN in a target reaches a loss
+    only as NaN: a finite loss means the step masks or fills them itself)."""
+    try:
+        with torch.no_grad():
+            return bool(context.training_loss(context.copy_model(), batch).isfinite())  # sync: once
+    except Exception:  # a step that cannot run on a copy: the values are judged as they are
+        return False
+
+
+def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int, bool] | str | None:
+    """``(C, ignore_index, reached)`` of the class-index loss that consumes the labels (``reached``: a label
+    outside ``[0, C)`` other than ``ignore_index`` is in the target it receives), ``"raises"`` or ``None``."""
     try:
         model = context.copy_model()
         if any(p.device.type != "cpu" for p in model.parameters()):
@@ -479,7 +515,10 @@ def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int] | str | No
     for call in sorted(calls, key=lambda c: not c.target_keys):
         read = call.target_keys or call.target_from_model
         if call.num_classes is not None and call.integer_target and read:
-            return call.num_classes, int(call.kwargs.get("ignore_index", IGNORE_INDEX))
+            ignore = int(call.kwargs.get("ignore_index", IGNORE_INDEX))
+            received = call.target.flatten() if call.target is not None else torch.zeros(0, dtype=torch.long)
+            reached = bool((_outside(received, call.num_classes) & (received != ignore)).any())  # sync: once
+            return call.num_classes, ignore, reached
     return None
 
 
@@ -549,11 +588,7 @@ def _purity(loader: Any) -> dict[str, Any] | None:
             dataset[i]
     except Exception:  # a dataset that cannot be indexed this way: not tested
         return None
-    changed = {
-        name: int((t != snapshot[name]).sum())
-        for name, t in stored.items()
-        if not torch.equal(t, snapshot[name])
-    }
+    changed = {name: n for name, t in stored.items() if (n := _differing(t, snapshot[name]))}
     for name in changed:
         with torch.no_grad():
             stored[name].copy_(snapshot[name])
@@ -566,6 +601,14 @@ def _purity(loader: Any) -> dict[str, Any] | None:
         "reads": reads,
         "changed_tensors": sorted(changed),
     }
+
+
+def _differing(now: Tensor, before: Tensor) -> int:
+    """Elements that differ, a stored NaN equal to itself (a gap in the data is not a change)."""
+    differ = now != before
+    if now.is_floating_point():
+        differ &= ~(now.isnan() & before.isnan())
+    return int(differ.sum())
 
 
 def _stored_tensors(dataset: Any) -> dict[str, Tensor]:

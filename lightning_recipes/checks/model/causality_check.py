@@ -183,7 +183,7 @@ def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -
             window = tail[..., f : f + series.shape[2]].float()
             if torch.allclose(series.float(), window):  # sync: per feature
                 return True, f"targets are input features from {f} one step ahead (a next-step forecast)"
-    if targets.ndim != inputs.ndim:
+    if head.shape != tail.shape:
         return False, f"targets {list(targets.shape)} vs inputs {list(inputs.shape)}"
     shifted = "targets are the inputs shifted by one position (targets[:, :-1] == inputs[:, 1:])"
     if torch.is_floating_point(targets) or torch.is_floating_point(inputs):
