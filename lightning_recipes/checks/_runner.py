@@ -6,7 +6,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_only
@@ -22,8 +22,6 @@ from lightning_recipes.harness.isolation import cpu_threads
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from lightning_recipes.checks.base import SanityCheck
-
 
 #: Seconds kept back for each check still to run when a check's budget is cut to fit the total.
 RESERVE_PER_CHECK = 0.5
@@ -31,8 +29,20 @@ RESERVE_PER_CHECK = 0.5
 MIN_CHECK_BUDGET = 1.0
 
 
+class RunnableCheck(Protocol):
+    """What the runner needs of a check (:class:`~lightning_recipes.checks.SanityCheck` is one; importing it
+    here would make an import circle)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def resolved_budget(self, default: float | None) -> float | None: ...
+
+    def run(self, context: CheckContext, *, default_budget: float | None) -> CheckResult: ...
+
+
 def run_checks(
-    checks: Sequence[SanityCheck],
+    checks: Sequence[RunnableCheck],
     context: CheckContext,
     options: PreflightOptions,
     *,
@@ -76,7 +86,7 @@ def progress_line(
 
 
 def run_in_trainer(
-    checks: Sequence[SanityCheck],
+    checks: Sequence[RunnableCheck],
     trainer: pl.Trainer,
     pl_module: pl.LightningModule,
     options: PreflightOptions,
