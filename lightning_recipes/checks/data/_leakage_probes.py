@@ -123,9 +123,8 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
         changed = targets.clone()
         if sequence:
             changed[:, start:] = replacement[:, start:]
-        output, loss, _ = _observed(
-            context, model, replace_entries(batch, {key: changed if sequence else replacement})
-        )
+        replaced = replace_entries(batch, {key: changed if sequence else replacement})
+        output, loss, _ = _observed(context, model, replaced)
         changed_loss = loss if start == 0 else changed_loss
         if output is None or output.numel() != base.numel():
             return Probe("the output's shape changed with the target"), None
@@ -151,9 +150,8 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
     where = f" at position {leaking[0]}" if sequence else ""
     summary = f"the output{where} moves by {max(moved):.3g} when only the target ({label}) changes"
     fix = "Pass the target only to the loss (decoders: shifted right); if meant: target_as_input=False."
-    return Probe(
-        leak=True, summary=summary, action=fix, evidence={**evidence, "leaking_starts": leaking}
-    ), uses
+    evidence = {**evidence, "leaking_starts": leaking}
+    return Probe(leak=True, summary=summary, action=fix, evidence=evidence), uses
 
 
 def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
@@ -189,20 +187,15 @@ def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
     evidence = {"shares": by_shift, "trained_positions": trained}
     worst = max(_SHIFTS[1:], key=lambda k: by_shift[k])
     if by_shift[worst] < COPY_SHARE or by_shift[worst] - by_shift["next"] < COPY_MARGIN:
-        return Probe(
-            summary=f"the loss pairs output t with the next token at {by_shift['next']:.0%}",
-            evidence=evidence,
-        )
+        paired_next = f"the loss pairs output t with the next token at {by_shift['next']:.0%}"
+        return Probe(summary=paired_next, evidence=evidence)
     where = {"same": "at the same position", "back1": "one back", "back2": "two back"}.get(worst, "")
     learns = f"to copy the input token {where}" if where else "the token two ahead, not the next"
     once = "Shift the targets once: in the dataset or in the loss, not in both."
     fix = "Shift the LM targets: logits[:, :-1] vs labels[:, 1:] (or the tokens)." if where else once
-    return Probe(
-        leak=True,
-        summary=f"{by_shift[worst]:.0%} of {trained} trained positions learn {learns}",
-        action=fix,
-        evidence={**evidence, "leak_shift": worst, "measured": by_shift[worst]},
-    )
+    summary = f"{by_shift[worst]:.0%} of {trained} trained positions learn {learns}"
+    evidence = {**evidence, "leak_shift": worst, "measured": by_shift[worst]}
+    return Probe(leak=True, summary=summary, action=fix, evidence=evidence)
 
 
 def copy_shares(paired: Tensor, inputs: Tensor, active: Tensor) -> tuple[list[float], list[int]]:
@@ -311,25 +304,20 @@ def probe_single_feature(
     if classes:
         evidence["majority_baseline"] = majority
     if not determines and encoded is None:
-        return Probe(
-            summary=f"the best single feature, {name}, scores {score:.3f} (leak from {threshold:g})",
-            evidence=evidence,
-        )
+        best_feature = f"the best single feature, {name}, scores {score:.3f} (leak from {threshold:g})"
+        return Probe(summary=best_feature, evidence=evidence)
     if encoded is not None and not determines:
         evidence["encodes_label_within_each_split"] = True
     if not is_input:
         reads = _loss_reads(context, key, train[0])
         evidence["model_reads_it"] = reads
         if reads is False:
-            return Probe(
-                summary=f"{name} determines the label but the loss does not read it", evidence=evidence
-            )
+            unread = f"{name} determines the label but the loss does not read it"
+            return Probe(summary=unread, evidence=evidence)
     what = f"alone scores {score:.3f} on held-out labels" if determines else "encodes the label in each split"
+    fix = f"Remove {name} from what the model reads; check how each sample is built from the label."
     return Probe(
-        leak=True,
-        summary=f"{name} {what}: the label is in the input",
-        action=f"Remove {name} from what the model reads; check how each sample is built from the label.",
-        evidence=evidence,
+        leak=True, summary=f"{name} {what}: the label is in the input", action=fix, evidence=evidence
     )
 
 
@@ -412,13 +400,9 @@ def probe_too_good(
     evidence = {"looks": looks, "bound": bound, "classes": classes}
     ratio = loss / math.log(classes)
     if loss >= bound:
-        return Probe(
-            summary=f"held-out loss after {step} steps is {ratio:.2f} x ln {classes}", evidence=evidence
-        )
-    return Probe(
-        leak=True,
-        summary=f"held-out loss {loss:.3g} after only {step} steps: {ratio:.3f} x ln {classes} "
-        f"(too good below {fraction:g})",
-        action="Find the features giving the label away; run split_overlap; for an easy task: train_steps=0.",
-        evidence=evidence,
-    )
+        usual = f"held-out loss after {step} steps is {ratio:.2f} x ln {classes}"
+        return Probe(summary=usual, evidence=evidence)
+    summary = f"held-out loss {loss:.3g} after only {step} steps: {ratio:.3f} x ln {classes} "
+    summary += f"(too good below {fraction:g})"
+    fix = "Find the features giving the label away; run split_overlap; for an easy task: train_steps=0."
+    return Probe(leak=True, summary=summary, action=fix, evidence=evidence)

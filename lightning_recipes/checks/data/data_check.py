@@ -368,7 +368,8 @@ class DataCheck(SanityCheck):
         val = context.val_batches(self.num_batches)
         if not val:
             return
-        if _layout(batches[0]) != _layout(val[0]):  # one split's target need not be the other's
+        layouts = [[(key, t.ndim) for key, _, t in entries(b[0])] for b in (batches, val)]
+        if layouts[0] != layouts[1]:  # one split's target need not be the other's
             details["relation"] = "not compared: training and validation batches hold different entries"
             return
         train, held = _stacked(context, batches), _stacked(context, val)
@@ -485,11 +486,6 @@ def _outside(labels: Tensor, classes: int | None) -> Tensor:
     return ((labels < 0) & (labels != IGNORE_INDEX)) | (labels >= classes if classes is not None else False)
 
 
-def _layout(batch: Any) -> list[tuple[Any, int]]:
-    """A batch's entries (key, number of dimensions)."""
-    return [(key, tensor.ndim) for key, _, tensor in entries(batch)]
-
-
 def _finite_loss(context: CheckContext, batch: Any) -> bool:
     """Whether one training step on a copy returns a finite loss on ``batch`` (NaN in a target reaches a loss
     only as NaN: a finite loss means the step masks or fills them itself)."""
@@ -599,7 +595,6 @@ def _purity(loader: Any) -> dict[str, Any] | None:
         "tensor": name,
         "changed_elements": changed[name],
         "reads": reads,
-        "changed_tensors": sorted(changed),
     }
 
 

@@ -187,12 +187,8 @@ class LoaderCheck(SanityCheck):
                 f"class {c.label} is served at {c.ratio:.2f} x its share, within sampling noise "
                 f"(z = {c.z:.1f}); a longer epoch (`num_samples`) would tell"
             )
-        return self.verdict(
-            "pass",
-            f"{batches}; all {len(classes)} classes served at their share or more "
-            f"(rarest z = {classes[0].z:.1f})",
-            details,
-        )
+        passed = f"{batches}; all {len(classes)} classes served at their share or more "
+        return self.verdict("pass", passed + f"(rarest z = {classes[0].z:.1f})", details)
 
 
 def _later_epoch(context: CheckContext, loader: DataLoader[Any]) -> tuple[int, DataLoader[Any]] | None:

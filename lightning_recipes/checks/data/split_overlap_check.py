@@ -157,31 +157,22 @@ class SplitOverlapCheck(SanityCheck):
         if (estimate >= self.warn_fraction and excess >= 2) or level == "warn":
             return self.verdict("warn", found, details, action=split)
         if continuous and train[0].numel() > 1 and len(exact) >= max(3, _EXACT_WARN_FRACTION * usable_val):
-            return self.verdict(
-                "warn",
-                f"{len(exact)} of {usable_val} validation samples are exact copies of training samples "
-                f"({train_duplicates} repeats within training)",
-                details,
-                action="Deduplicate (hash the samples) and split before oversampling.",
-            )
+            copies = f"{len(exact)} of {usable_val} validation samples are exact copies of training samples "
+            copies += f"({train_duplicates} repeats within training)"
+            dedup = "Deduplicate (hash the samples) and split before oversampling."
+            return self.verdict("warn", copies, details, action=dedup)
         if level == "inconclusive" and repeats is not None:
             if repeats.own and repeats.within_training:
                 summary = f"validation repeats training ({repeats.own[0]:.0%} flagged) no more than training "
                 summary += f"repeats itself ({repeats.own[1]:.0%}): chance, or a few shared subjects"
                 action = "If samples come from subjects (patients, customers), split by subject."
             else:
-                summary = (
-                    f"the repeat test is undecided: {repeats.flagged} of {repeats.queries} flagged, too "
-                )
-                summary += f"few samples (chance p = {repeats.chance_p:.1e})"
+                summary = f"the repeat test is undecided: {repeats.flagged} of {repeats.queries} flagged, "
+                summary += f"too few samples (chance p = {repeats.chance_p:.1e})"
                 action = "Read more batches (`num_batches=`) or look at the pairs in details['repeats']."
             return self.verdict("inconclusive", summary, details, action=action)
-        return self.verdict(
-            "pass",
-            f"no overlap beyond chance: {len(near)} of {usable_val} validation samples match training, "
-            f"{chance_rate:.1%} by chance",
-            details,
-        )
+        passed = f"no overlap beyond chance: {len(near)} of {usable_val} validation samples match training, "
+        return self.verdict("pass", passed + f"{chance_rate:.1%} by chance", details)
 
     def _inputs(self, context: CheckContext, batches: list[Any], split: str) -> list[Tensor]:
         samples: list[Tensor] = []

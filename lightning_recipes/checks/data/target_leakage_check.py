@@ -109,16 +109,13 @@ class TargetLeakageCheck(SanityCheck):
             raise CheckSkipped("cannot find the input and target tensors: pass `input_key` / `target_key`.")
         first = first_of(context, train[0], self.model_samples)
         fed, uses = _abstaining(probe_target_fed, context, first, self.target_as_input)
-        probes: dict[str, Probe] = {
-            "target_as_input": fed,
-            "copy_targets": _abstaining(probe_copy_targets, context, first),
-        }
+        probes: dict[str, Probe] = {"target_as_input": fed}
+        probes["copy_targets"] = _abstaining(probe_copy_targets, context, first)
         limits = {"max_accuracy": self.max_accuracy, "max_correlation": self.max_correlation}
-        probes["single_feature"] = (
-            Probe(_IGNORED)
-            if uses is False
-            else _abstaining(probe_single_feature, context, train, held_out, **limits)
-        )
+        if uses is False:
+            probes["single_feature"] = Probe(_IGNORED)
+        else:
+            probes["single_feature"] = _abstaining(probe_single_feature, context, train, held_out, **limits)
         if not any(p.leak for p in probes.values()):
             if uses is False:
                 probes["too_good"] = Probe(_IGNORED)
