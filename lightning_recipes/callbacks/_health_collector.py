@@ -500,15 +500,19 @@ class ActivationHooks:
         linear, tanh = isinstance(module, nn.Linear), isinstance(module, nn.Tanh)
 
         def hook(module: nn.Module, args: Any, output: Any) -> None:
-            with torch.no_grad():
-                if row is not None:
-                    self._row(row, linear, output)
-                if relu is not None:
-                    self._relu(relu, args, output)
-                if sat is not None:
-                    self._saturation(sat, tanh, output)
-                if leaf is not None:
-                    self._leaf(leaf, args, output)
+            suspended = _suspend_sampled_modes()  # the hook's own ops are not the model's calls
+            try:
+                with torch.no_grad():
+                    if row is not None:
+                        self._row(row, linear, output)
+                    if relu is not None:
+                        self._relu(relu, args, output)
+                    if sat is not None:
+                        self._saturation(sat, tanh, output)
+                    if leaf is not None:
+                        self._leaf(leaf, args, output)
+            finally:
+                _resume_modes(suspended)
 
         return hook
 
@@ -579,11 +583,11 @@ class ActivationHooks:
 
 
 def _positive_units(output: Tensor, dim: int) -> Tensor:
-    """Per unit along ``dim``, whether any of ``output``'s values there is positive (bool, on its device)."""
+    """Per unit along ``dim``, whether any of ``output``'s values there is positive (bool, on its device):
+    one reduction over the other dims (no copy to move ``dim`` last)."""
     positive = output > 0
-    if dim != output.ndim - 1:
-        positive = positive.movedim(dim, -1)
-    return positive.reshape(-1, output.shape[dim]).any(0)
+    others = tuple(d for d in range(output.ndim) if d != dim)
+    return positive.any(others) if others else positive
 
 
 def nonfinite_counts(
@@ -611,6 +615,22 @@ SATURATING_FUNCTIONS: dict[Any, int] = {
     Tensor.tanh: 1,
     torch.nn.functional.tanh: 1,
 }
+
+
+def _suspend_sampled_modes() -> list[TorchFunctionMode]:
+    """Pop the monitor's own function modes (:class:`_SampledMode`) while they are the innermost ones, so
+    that a hook's ops do not pass through their Python ``__torch_function__``; returns them, innermost
+    first, for :func:`_resume_modes`. A mode of the user's on top: nothing is popped."""
+    popped: list[TorchFunctionMode] = []
+    while isinstance(torch.overrides._get_current_function_mode(), _SampledMode):
+        popped.append(torch._C._pop_torch_function_stack())
+    return popped
+
+
+def _resume_modes(popped: list[TorchFunctionMode]) -> None:
+    """Push back the modes :func:`_suspend_sampled_modes` popped, in their order."""
+    for mode in reversed(popped):
+        torch._C._push_on_torch_function_stack(mode)
 
 
 class _SampledMode(TorchFunctionMode):
