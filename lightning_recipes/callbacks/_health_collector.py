@@ -582,12 +582,24 @@ class ActivationHooks:
         return seen if seen is not None and seen[0]() is t else None
 
 
+_LARGE_OUTPUT = 2**14  # values: from here on, a unit's liveness is reduced as bytes (see _positive_units)
+
+
 def _positive_units(output: Tensor, dim: int) -> Tensor:
-    """Per unit along ``dim``, whether any of ``output``'s values there is positive (bool, on its device):
-    one reduction over the other dims (no copy to move ``dim`` last)."""
+    """Per unit along ``dim``, whether any of ``output``'s values there is positive (bool, on its device),
+    without a copy moving ``dim`` last. A large output is reduced as bytes (bool and uint8 share a layout:
+    their max is ``any``): first over the dims before ``dim``, element-wise along the contiguous rest, then
+    along each unit's own values; torch's ``any`` over leading dims is many times slower there."""
     positive = output > 0
     others = tuple(d for d in range(output.ndim) if d != dim)
-    return positive.any(others) if others else positive
+    if output.numel() < _LARGE_OUTPUT or not others:
+        return positive.any(others) if others else positive
+    units = positive.view(torch.uint8)
+    if dim > 0:
+        units = units.amax(tuple(range(dim)))
+    if units.ndim > 1:
+        units = units.flatten(1).amax(1)
+    return units.bool()
 
 
 def nonfinite_counts(
