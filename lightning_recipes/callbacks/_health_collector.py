@@ -596,7 +596,7 @@ def _positive_units(output: Tensor, dim: int) -> Tensor:
     along each unit's own values; torch's ``any`` over leading dims is many times slower there."""
     positive = output > 0
     others = tuple(d for d in range(output.ndim) if d != dim)
-    if output.numel() < _LARGE_OUTPUT or not others:
+    if output.numel() < _LARGE_OUTPUT or not others or output.device.type != "cpu":  # measured on CPU only
         return positive.any(others) if others else positive
     units = positive.view(torch.uint8)
     if dim > 0:
