@@ -500,15 +500,19 @@ class ActivationHooks:
         linear, tanh = isinstance(module, nn.Linear), isinstance(module, nn.Tanh)
 
         def hook(module: nn.Module, args: Any, output: Any) -> None:
-            with torch.no_grad():
-                if row is not None:
-                    self._row(row, linear, output)
-                if relu is not None:
-                    self._relu(relu, args, output)
-                if sat is not None:
-                    self._saturation(sat, tanh, output)
-                if leaf is not None:
-                    self._leaf(leaf, args, output)
+            suspended = _suspend_sampled_modes()  # the hook's own ops are not the model's calls
+            try:
+                with torch.no_grad():
+                    if row is not None:
+                        self._row(row, linear, output)
+                    if relu is not None:
+                        self._relu(relu, args, output)
+                    if sat is not None:
+                        self._saturation(sat, tanh, output)
+                    if leaf is not None:
+                        self._leaf(leaf, args, output)
+            finally:
+                _resume_modes(suspended)
 
         return hook
 
@@ -558,7 +562,9 @@ class ActivationHooks:
         kept[1].extend(ins)
 
     def _sum(self, t: Tensor) -> Tensor:
-        """``t``'s sum in float64 (complex: its modulus), measured once per tensor of the batch."""
+        """``t``'s sum in float64 (complex: its modulus), measured once per tensor of the batch; only whether
+        it is finite is read. A large float32/16 tensor: the sum of ``t * 0`` in its own dtype (0 exactly
+        where every value is finite, NaN elsewhere; it cannot overflow): faster than a float64 sum."""
         seen = self._measured(t)
         if seen is not None and seen[3] is not None:
             return seen[3]
@@ -566,6 +572,8 @@ class ActivationHooks:
             total = t.sum().abs().double()
         elif t.dtype == torch.float64 or t.device.type == "mps":  # MPS has no float64
             total = t.sum()
+        elif t.numel() >= _LARGE_OUTPUT:
+            total = (t * 0).sum()
         else:
             total = t.sum(dtype=torch.float64)
         positive, dim = (seen[1], seen[2]) if seen is not None else (None, -1)
@@ -578,12 +586,24 @@ class ActivationHooks:
         return seen if seen is not None and seen[0]() is t else None
 
 
+_LARGE_OUTPUT = 2**14  # values: from here on the fast paths of _positive_units and ActivationHooks._sum
+
+
 def _positive_units(output: Tensor, dim: int) -> Tensor:
-    """Per unit along ``dim``, whether any of ``output``'s values there is positive (bool, on its device)."""
+    """Per unit along ``dim``, whether any of ``output``'s values there is positive (bool, on its device),
+    without a copy moving ``dim`` last. A large output is reduced as bytes (bool and uint8 share a layout:
+    their max is ``any``): first over the dims before ``dim``, element-wise along the contiguous rest, then
+    along each unit's own values; torch's ``any`` over leading dims is many times slower there."""
     positive = output > 0
-    if dim != output.ndim - 1:
-        positive = positive.movedim(dim, -1)
-    return positive.reshape(-1, output.shape[dim]).any(0)
+    others = tuple(d for d in range(output.ndim) if d != dim)
+    if output.numel() < _LARGE_OUTPUT or not others or output.device.type != "cpu":  # measured on CPU only
+        return positive.any(others) if others else positive
+    units = positive.view(torch.uint8)
+    if dim > 0:
+        units = units.amax(tuple(range(dim)))
+    if units.ndim > 1:
+        units = units.flatten(1).amax(1)
+    return units.bool()
 
 
 def nonfinite_counts(
@@ -596,7 +616,7 @@ def nonfinite_counts(
     out = torch.zeros(2 * count, dtype=torch.float64, device=device)
     if sums:
         owners = torch.tensor([o for o, _ in sums], dtype=torch.long, device=device)
-        values = torch.stack([s.to(device, torch.float64) for _, s in sums])
+        values = torch.stack([s.to(device) for _, s in sums])  # one dtype: the widest (float64 sums first)
         out.index_add_(0, owners, (values * 0 != 0).double())  # x * 0 is NaN exactly where x is not finite
     return out
 
@@ -611,6 +631,22 @@ SATURATING_FUNCTIONS: dict[Any, int] = {
     Tensor.tanh: 1,
     torch.nn.functional.tanh: 1,
 }
+
+
+def _suspend_sampled_modes() -> list[TorchFunctionMode]:
+    """Pop the monitor's own function modes (:class:`_SampledMode`) while they are the innermost ones, so
+    that a hook's ops do not pass through their Python ``__torch_function__``; returns them, innermost
+    first, for :func:`_resume_modes`. A mode of the user's on top: nothing is popped."""
+    popped: list[TorchFunctionMode] = []
+    while isinstance(torch.overrides._get_current_function_mode(), _SampledMode):
+        popped.append(torch._C._pop_torch_function_stack())
+    return popped
+
+
+def _resume_modes(popped: list[TorchFunctionMode]) -> None:
+    """Push back the modes :func:`_suspend_sampled_modes` popped, in their order."""
+    for mode in reversed(popped):
+        torch._C._push_on_torch_function_stack(mode)
 
 
 class _SampledMode(TorchFunctionMode):

@@ -158,15 +158,15 @@ def test_per_step_work_between_checks_is_one_op_whatever_the_parameter_count() -
         bare = model.ops[10]
         sampled[len(widths)] = [model.ops[step] - bare for step in (18, 19, 28, 29)]
     assert per_step[3] == per_step[7] == {1}, per_step
-    # per Linear 4 ops (its positive units: gt, view, any; its output's sum), per ReLU 1 (its output's sum:
-    # its mask is the Linear's, its input the Linear's output, summed already), the batch's sum once; the
-    # second sampled batch ORs each mask into the first's. 2 Linear + 1 ReLU, then 6 Linear + 5 ReLU; and 13
-    # per sampled batch whatever the depth: its loss evaluated per element at the prediction and at its batch
-    # mean (the input-free guess, ``InputFreeLoss``), their difference summed into 3 float64 sums (the second
-    # batch adds its sums to the first's: one more):
+    # per Linear 3 ops (its positive units: gt, any over the other dims; its output's sum), per ReLU 1 (its
+    # output's sum: its mask is the Linear's, its input the Linear's output, summed already), the batch's sum
+    # once; the second sampled batch ORs each mask into the first's. 2 Linear + 1 ReLU, then 6 Linear + 5
+    # ReLU; and 13 per sampled batch whatever the depth: its loss evaluated per element at the prediction and
+    # at its batch mean (the input-free guess, ``InputFreeLoss``), their difference summed into 3 float64
+    # sums (the second batch adds its sums to the first's: one more):
     input_free = 13
-    assert sampled[3] == [10 + input_free, 13 + input_free + 1] * 2, sampled
-    assert sampled[7] == [30 + input_free, 41 + input_free + 1] * 2, sampled
+    assert sampled[3] == [8 + input_free, 11 + input_free + 1] * 2, sampled
+    assert sampled[7] == [24 + input_free, 35 + input_free + 1] * 2, sampled
 
 
 # ------------------------------------------------------------------------------------ findings, logging
