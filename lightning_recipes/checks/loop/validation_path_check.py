@@ -80,8 +80,8 @@ class ValidationPathCheck(SanityCheck):
         fit = trial_fit(context, steps=self.steps, max_samples=self.max_samples)
         view = fit.validation
         if view is None or view.before is None or view.after is None:
-            logged = sorted(view.logged)[:3] if view is not None else []
-            raise CheckSkipped(f"`validation_step` returns and logs no loss (logged: {logged or 'nothing'}).")
+            logged = (sorted(view.logged)[:3] if view is not None else []) or "nothing"
+            raise CheckSkipped(f"`validation_step` returns no loss, logs no 'val_loss' (logged: {logged})")
         losses = [v for v in fit.train_losses if math.isfinite(v)]
         details: dict[str, Any] = {"batches": len(fit.train_losses), "seconds_trial": round(fit.seconds, 3)}
         if len(losses) < 3 or len(losses) < len(fit.train_losses):
