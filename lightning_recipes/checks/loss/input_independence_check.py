@@ -164,9 +164,7 @@ class InputIndependenceCheck(SanityCheck):
         if not any(swap) and _one_target_for_all(train, keep):
             raise CheckSkipped("every sample has the same target: moving inputs among samples breaks no pair")
         chunks = [chunk for batch in held_out for chunk in _chunks(batch, context, self.chunks)]
-        models = (
-            seeded(context.seed, context.copy_model) for _ in COPIES
-        )  # one init; each, then its optimizers
+        models = (seeded(context.seed, context.copy_model) for _ in COPIES)  # lazy: one init, in turn
         copies = [(model, context.build_optimizers(model).optimizers) for model in models]
         generator = torch.Generator().manual_seed(context.seed)
         fixed = [torch.randperm(size, generator=generator) for size in sizes]
