@@ -199,10 +199,8 @@ class ScheduleCheck(SanityCheck):
         model = context.copy_model()
         if not model.automatic_optimization:
             if unstepped := _never_stepped_by_hand(context):
-                summary = (
-                    f"manual optimisation: the LR stayed {unstepped['observed']:.3g} over the trial's "
-                    f"{unstepped['steps']} steps; as declared it reaches {unstepped['declared_last']:.3g}"
-                )
+                stayed = f"the LR stayed {unstepped['observed']:.3g} over {unstepped['steps']} trial steps"
+                summary = f"manual optimisation: {stayed}, declared to reach {unstepped['declared_last']:.3g}"
                 action = "Call self.lr_schedulers().step() in training_step (per step) or at each epoch end."
                 return self.verdict("fail", summary, {"trial": unstepped}, action=action)
             raise CheckSkipped("manual optimisation: `training_step` steps its schedulers itself.")
@@ -218,9 +216,7 @@ class ScheduleCheck(SanityCheck):
             raise RuntimeError(f"`configure_optimizers` raised on a copy ({run.source}): {error}")
         configs = schedulers_from_config(config)
         if not configs and stand_in_error:
-            raise CheckInconclusive(
-                f"with a stand-in Trainer `configure_optimizers` raised ({stand_in_error[:50]})"
-            )
+            raise CheckInconclusive(f"`configure_optimizers` failed with a stand-in ({stand_in_error[:50]})")
         if not configs:
             advice = "" if stand_in is not None else " (one built from `self.trainer` needs `max_epochs=`)"
             raise CheckSkipped(f"no scheduler configured{advice}.")
@@ -230,10 +226,8 @@ class ScheduleCheck(SanityCheck):
         except Exception as err:
             plateau = [{"agrees": None, "why": f"a copy's step raised {type(err).__name__}"}]
         if p := next((p for p in plateau if p["agrees"] is False), None):
-            summary = (
-                f"ReduceLROnPlateau(mode={p['mode']!r}) on {p['monitor']!r}: {p['before']:.3g} -> "
-                f"{p['after']:.3g} while a copy learned, so it cuts the LR as it improves"
-            )
+            moved = f"{p['monitor']!r}: {p['before']:.3g} -> {p['after']:.3g} as a copy learned"
+            summary = f"ReduceLROnPlateau(mode={p['mode']!r}) on {moved}, so it cuts the LR as it improves"
             action = f"Use mode={'min' if p['mode'] == 'max' else 'max'!r} for {p['monitor']!r}."
             return self.verdict("fail", summary[:SUMMARY_LIMIT], {"plateau": plateau}, action)
         if not stepped and (p := next((p for p in plateau if p["agrees"]), None)):
@@ -317,9 +311,8 @@ def _unfinished_rise(
         return []
     config, error = configure_optimizers_on_copy(context.copy_model(), context.trainer_for_copies())
     fresh = [] if error else [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
-    longer = lr_curves(
-        fresh, min(10 * total, total + 20_000), run.batches_per_epoch, run.accumulate_grad_batches
-    ).values
+    horizon = min(10 * total, total + 20_000)
+    longer = lr_curves(fresh, horizon, run.batches_per_epoch, run.accumulate_grad_batches).values
     if longer.shape[1:] != values.shape[1:]:
         return []
     peaks, later = values.amax(0).tolist(), longer.amax(0).tolist()

@@ -80,35 +80,24 @@ class ValidationPathCheck(SanityCheck):
         fit = trial_fit(context, steps=self.steps, max_samples=self.max_samples)
         view = fit.validation
         if view is None or view.before is None or view.after is None:
-            logged = sorted(view.logged) if view is not None else []
-            raise CheckSkipped(
-                f"`validation_step` returns and logs no loss (logged: {logged[:3] or 'nothing'}); return it "
-                "or self.log('val_loss', loss)."
-            )
+            logged = (sorted(view.logged)[:3] if view is not None else []) or "nothing"
+            raise CheckSkipped(f"`validation_step` returns no loss, logs no 'val_loss' (logged: {logged})")
         losses = [v for v in fit.train_losses if math.isfinite(v)]
-        details: dict[str, Any] = {
-            "batches": len(fit.train_losses),
-            "samples": fit.samples,
-            "seconds_trial": round(fit.seconds, 3),
-        }
+        details: dict[str, Any] = {"batches": len(fit.train_losses), "seconds_trial": round(fit.seconds, 3)}
         if len(losses) < 3 or len(losses) < len(fit.train_losses):
             finite = f"{len(losses)} of {len(fit.train_losses)}"
-            raise CheckInconclusive(
-                f"the trial's training loss was finite at {finite} batches: no comparison"
-            )
+            raise CheckInconclusive(f"the trial's loss was finite at {finite} batches: no comparison")
         first, last = losses[0], losses[-1]
         sigma = difference_noise(losses[len(losses) // 2 - 1 :], order=2)  # the end: less curvature
         train_drop, val_drop = first - last, view.before - view.after
         needed = max(0.1 * abs(first), 4 * sigma)
         share = val_drop / train_drop if train_drop else 0.0
         details.update(train_first=first, train_last=last, train_noise=sigma, train_drop=train_drop)
-        details.update(val_drop=val_drop, share=share, min_share=self.min_share)
+        details.update(val_drop=val_drop, share=share, min_share=self.min_share, samples=fit.samples)
         details.update(vars(view))
         if train_drop < needed:
-            raise CheckInconclusive(
-                f"the copy did not fit the batch in {len(losses)} steps (loss {first:.3g} -> {last:.3g}, "
-                f"needs a fall of {needed:.2g}): no comparison"
-            )
+            fall = f"{first:.3g} -> {last:.3g}, needs a fall of {needed:.2g}"
+            raise CheckInconclusive(f"the copy did not fit the batch in {len(losses)} steps ({fall})")
         saw = f"train {first:.3g} -> {last:.3g}, val {view.before:.3g} -> {view.after:.3g}"
         differs = view.input_difference is not None and view.input_difference > INPUT_TOL
         inputs = f"`{view.input_module[:24]}` gets inputs {view.input_difference or 0:.2g} apart in val"
@@ -131,9 +120,7 @@ class ValidationPathCheck(SanityCheck):
         if differs:
             return self.verdict("fail", f"{lags}; {inputs}", details, action=same_preprocessing)
         if view.batchnorm_lag > BATCHNORM_LAG or (view.batchnorm_lag > 0 and share >= BATCHNORM_PARTIAL):
-            raise CheckInconclusive(
-                f"{lags}, but BatchNorm statistics still hold {view.batchnorm_lag:.0%} of their start"
-            )
+            raise CheckInconclusive(f"{lags}; BatchNorm stats hold {view.batchnorm_lag:.0%} of their start")
         if kept := _statistics_kept_by_hand(context):
             raise CheckInconclusive(f"{lags}, but it reads running statistics kept by {listed(kept, 24)}")
         reads = f"{len(view.averaged)} averaged weights off the fit" if view.averaged else "another tensor"

@@ -99,11 +99,8 @@ class InitLossCheck(SanityCheck):
         expectation = self._expectation(calls)
         expected = expectation.value
         details = {"measured": measured, "expected": expected, "per_batch": per_batch}
-        details |= {
-            "num_classes": expectation.num_classes,
-            "expected_from": expectation.source,
-            **expectation.extra,
-        }
+        details |= {"num_classes": expectation.num_classes, "expected_from": expectation.source}
+        details |= expectation.extra
         if not math.isfinite(measured):
             action = "Run the data check (NaN/Inf); use cross_entropy on logits instead of log(softmax)."
             return self.verdict("fail", f"the loss at init is {measured}, not finite", details, action=action)
@@ -124,14 +121,12 @@ class InitLossCheck(SanityCheck):
         status: Status
         if ratio > warn_high:
             status = "fail" if low > 1 + self.high_rtol else "warn"
-            summed = self._summed(ratio, batches[0], context)
-            details["summed_over"] = summed
-            uniform = _at_uniform_prediction(calls)  # where it is the expectation, the excess is the model's
-            details["at_uniform_prediction"] = uniform
+            details["summed_over"] = summed = self._summed(ratio, batches[0], context)
+            # where it is the expectation, the excess is the model's
+            details["at_uniform_prediction"] = uniform = _at_uniform_prediction(calls)
             near = uniform is not None and abs(uniform - expected) <= self.warn_rtol * abs(expected)
             if not summed and near and expectation.label != "given":  # does the advice below lower it?
-                scaled = self._with_output_layer_scaled(context, batches)
-                details["output_layer_scaled"] = scaled
+                details["output_layer_scaled"] = scaled = self._with_output_layer_scaled(context, batches)
                 if scaled is not None and scaled[1] - expected > 0.5 * (measured - expected):
                     summary = f"{stated}: too high even with `{scaled[0]}` scaled 10x down ({scaled[1]:.4g})"
                     action = "A scaled or normalised head (e.g. a cosine margin head)? Pass expected_loss=."

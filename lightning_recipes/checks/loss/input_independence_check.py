@@ -164,7 +164,8 @@ class InputIndependenceCheck(SanityCheck):
         if not any(swap) and _one_target_for_all(train, keep):
             raise CheckSkipped("every sample has the same target: moving inputs among samples breaks no pair")
         chunks = [chunk for batch in held_out for chunk in _chunks(batch, context, self.chunks)]
-        copies = [self._setup(context) for _ in COPIES]
+        models = (seeded(context.seed, context.copy_model) for _ in COPIES)  # lazy: one init, in turn
+        copies = [(model, context.build_optimizers(model).optimizers) for model in models]
         generator = torch.Generator().manual_seed(context.seed)
         fixed = [torch.randperm(size, generator=generator) for size in sizes]
         losses: list[list[Tensor]] = [[] for _ in COPIES]
@@ -246,11 +247,6 @@ class InputIndependenceCheck(SanityCheck):
             summary = f"gain over permuted targets {gains}: no verdict"
             action = "Give it more steps or held-out data: InputIndependenceCheck(max_steps=, ...)."
         return self.verdict("inconclusive", summary, details, action=action)
-
-    @staticmethod
-    def _setup(context: CheckContext) -> tuple[Any, list[torch.optim.Optimizer]]:
-        model = seeded(context.seed, context.copy_model)  # every copy: the same init-time randomness
-        return model, context.build_optimizers(model).optimizers
 
     @staticmethod
     def _pairing(context: CheckContext, batch: Any) -> tuple[set[Any], list[bool], bool, bool]:
@@ -400,9 +396,7 @@ def _model_reads(context: CheckContext, model: Any, batch: Any, keys: set[Any]) 
     }
     if size < 2 or not moved:
         return False
-    outputs = []
-    for candidate in (batch, replace_entries(batch, moved)):
-        with preserved_rng(), torch.no_grad():
-            torch.manual_seed(context.seed)
-            outputs.append(step_output(context, model, candidate))
-    return outputs[0].shape != outputs[1].shape or not torch.equal(outputs[0], outputs[1])
+    candidates = (batch, replace_entries(batch, moved))
+    with preserved_rng(), torch.no_grad():
+        before, after = [seeded(context.seed, step_output, context, model, c) for c in candidates]
+    return before.shape != after.shape or not torch.equal(before, after)
