@@ -9,7 +9,8 @@ Run from the repository root::
 ``--gallery sealed`` scores the sealed galleries A and B (``galleries/preflight/sealed``) instead, and
 ``--gallery sealed-c`` sealed gallery C, ``--gallery sealed-d`` sealed gallery D, ``--gallery sealed-e``
 sealed gallery E, ``--gallery sealed-f`` sealed gallery F, ``sealed-g`` G, ``sealed-hi`` H (written in two
-halves, ``h.py`` and ``i.py``) and ``sealed-jk`` J (``j.py`` and ``k.py``): each once, at the end of the work it judges (issue #34).
+halves, ``h.py`` and ``i.py``) and ``sealed-jk`` J (``j.py`` and ``k.py``): each once, at the end of the work
+it judges (issue #34).
 
 A bug is caught when some check says ``fail`` or ``warn``; ``inconclusive``, ``skip`` and ``error`` do not
 catch it (a miss). A healthy case raises a false alarm when some check says ``fail`` or ``error``; its
@@ -64,7 +65,17 @@ class Row:
         return any(status == "warn" for status in self.statuses.values())
 
 
-GALLERIES = ("dev", "sealed", "sealed-c", "sealed-d", "sealed-e", "sealed-f", "sealed-g", "sealed-hi", "sealed-jk")
+GALLERIES = (
+    "dev",
+    "sealed",
+    "sealed-c",
+    "sealed-d",
+    "sealed-e",
+    "sealed-f",
+    "sealed-g",
+    "sealed-hi",
+    "sealed-jk",
+)
 
 
 def gallery_cases(gallery: str, twins: bool = False) -> list[SealedCase]:
