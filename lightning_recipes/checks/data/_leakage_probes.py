@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -37,6 +37,7 @@ class Probe:
     summary: str = ""
     action: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
+    severity: Literal["warn", "fail"] = "fail"  # of a leak: "warn" where it may also be a legitimate signal
 
     def record(self) -> dict[str, Any]:
         """The JSON record the check reports under the sub-test's name."""
@@ -316,9 +317,12 @@ def probe_single_feature(
             return Probe(summary=unread, evidence=evidence)
     what = f"alone scores {score:.3f} on held-out labels" if determines else "encodes the label in each split"
     fix = f"Remove {name} from what the model reads; check how each sample is built from the label."
-    return Probe(
-        leak=True, summary=f"{name} {what}: the label is in the input", action=fix, evidence=evidence
-    )
+    # a class lookup missing some held-out labels may be a sensor that tracks the label: no proof of a copy
+    tracks = determines and bool(classes) and score < 1.0
+    found = "a leak, or a feature that tracks it" if tracks else "the label is in the input"
+    severity: Literal["warn", "fail"] = "warn" if tracks else "fail"
+    summary = f"{name} {what}: {found}"
+    return Probe(leak=True, summary=summary, action=fix, evidence=evidence, severity=severity)
 
 
 def _encodes_label(x: Tensor, y: Tensor, classes: int) -> Tensor:
@@ -405,4 +409,4 @@ def probe_too_good(
     summary = f"held-out loss {loss:.3g} after only {step} steps: {ratio:.3f} x ln {classes} "
     summary += f"(too good below {fraction:g})"
     fix = "Find the features giving the label away; run split_overlap; for an easy task: train_steps=0."
-    return Probe(leak=True, summary=summary, action=fix, evidence=evidence)
+    return Probe(leak=True, summary=summary, action=fix, evidence=evidence, severity="warn")

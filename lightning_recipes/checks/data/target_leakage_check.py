@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from typing_extensions import Unpack, override
 
@@ -134,12 +134,7 @@ class TargetLeakageCheck(SanityCheck):
             if name == "single_feature":
                 details["feature"] = found.evidence["name"]
             details["measured"] = found.evidence.get("score", found.evidence.get("measured"))
-            strong = name == "single_feature" and _strong_feature(found)
-            status: Literal["warn", "fail"] = "warn" if name == "too_good" or strong else "fail"
-            summary = found.summary
-            if strong:
-                summary = summary.replace("the label is in the input", "a leak, or a feature that tracks it")
-            return self.verdict(status, summary, details, action=found.action)
+            return self.verdict(found.severity, found.summary, details, action=found.action)
         details["measured"] = probes["single_feature"].evidence.get("score")
         ran = [name for name, p in probes.items() if p.reason is None]
         if not ran:
@@ -147,15 +142,6 @@ class TargetLeakageCheck(SanityCheck):
                 "no leakage test applies here: " + "; ".join(f"{n}: {p.reason}" for n, p in probes.items())
             )
         return self.verdict("pass", f"no target leakage in {len(ran)} of {len(probes)} tests", details)
-
-
-def _strong_feature(found: Probe) -> bool:
-    """A class lookup on one feature that misses some held-out labels: a leak, or a very strong feature (a
-    sensor that tracks the label); only a feature that gets every held-out label right determines it."""
-    evidence = found.evidence
-    if evidence.get("encodes_label_within_each_split"):
-        return False
-    return evidence.get("task", (None,))[0] == "classification" and evidence.get("score", 1.0) < 1.0
 
 
 def _abstaining(probe: Any, *args: Any, **kwargs: Any) -> Any:
