@@ -126,8 +126,9 @@ class FlippedBlobs(Dataset):
     """16x16 images of one bright blob; the target is its (x, y) centre. Flipped left-right with
     probability 1/2 as read; ``mirror`` mirrors the x target with it (the fix)."""
 
-    def __init__(self, n: int, seed: int, mirror: bool | None) -> None:
+    def __init__(self, n: int, seed: int, mirror: bool | None, points: int = 0) -> None:
         g = torch.Generator().manual_seed(seed)
+        self.points = points  # > 0: the target as ``points`` copies of the centre, [points, 2]
         self.centre = 2 + 11 * torch.rand(n, 2, generator=g)
         grid = torch.arange(16.0)
         dx = (grid - self.centre[:, :1]) ** 2
@@ -143,7 +144,7 @@ class FlippedBlobs(Dataset):
         if self.mirror is not None and torch.rand(()) < 0.5:
             image = image.flip(-1)
             target = target * torch.tensor([-1.0, 1.0]) if self.mirror else target
-        return image, target
+        return image, target.expand(self.points, 2) if self.points else target
 
 
 class BlobLocator(pl.LightningModule):
@@ -155,17 +156,23 @@ class BlobLocator(pl.LightningModule):
         return self.net(x)
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
-        return F.mse_loss(self(batch[0]), batch[1])
+        image, target = batch
+        return F.mse_loss(
+            self(image).view(len(target), -1, 2).expand_as(target.view(len(target), -1, 2)),
+            target.view(len(target), -1, 2),
+        )
 
     def configure_optimizers(self) -> Any:
         return torch.optim.Adam(self.parameters())
 
 
+@pytest.mark.parametrize("points", [0, 3])
 @pytest.mark.parametrize("mirror", [False, True])
-def test_an_augmentation_that_moves_the_input_must_move_its_target(mirror):
-    """The horizontal flip of issue 34: the x target not mirrored with the image."""
-    train = DataLoader(FlippedBlobs(1024, 1, mirror), batch_size=64, shuffle=True)
-    val = DataLoader(FlippedBlobs(300, 2, None), batch_size=64)
+def test_an_augmentation_that_moves_the_input_must_move_its_target(mirror, points):
+    """The horizontal flip of issue 34: the x target not mirrored with the image; also as ``points`` copies
+    ``[3, 2]`` per sample (keypoints, joints: a target of more dimensions than one sample's row)."""
+    train = DataLoader(FlippedBlobs(1024, 1, mirror, points), batch_size=64, shuffle=True)
+    val = DataLoader(FlippedBlobs(300, 2, None, points), batch_size=64)
     result = _data({"train_dataloaders": train, "val_dataloaders": val}, BlobLocator())
     if mirror:
         assert result.status == "pass", result.message

@@ -393,7 +393,7 @@ class DataCheck(SanityCheck):
         if not relate or y_t.is_complex() or y_t.dtype == torch.bool:
             return
         aligned = _aligned(x_t, y_t)
-        if not aligned and (y_t.ndim > 2 or not (y_t.is_floating_point() or classes)):
+        if not aligned and not (y_t.is_floating_point() or (classes and y_t.ndim == 1)):
             details["relation"] = "not compared: a target per sample that is not aligned with the input"
             return
         if not y_t.is_floating_point() and not classes:  # integer targets per position: tags, tokens
