@@ -42,8 +42,9 @@ LOSS_FUNCTIONS: dict[Callable[..., Any], str] = {
 
 @dataclass(frozen=True)
 class RowMix:
-    """One call that broadcast a prediction (computed with the model's parameters) against a batch tensor
-    with their sample rows on different axes: row i met every row j (``(B, 1)`` minus ``(B,)`` is ``(B, B)``).
+    """One call that broadcast a prediction (computed with the model's parameters) against a batch tensor, or
+    a tensor drawn from the model without gradient (an action sampled by a policy), with their sample rows on
+    different axes: row i met every row j (``(B, 1)`` minus ``(B,)`` is ``(B, B)``).
 
     Example:
         >>> RowMix("sub", (64, 1), (64,), frozenset([1]), rows=64).describe()
@@ -55,10 +56,12 @@ class RowMix:
     other: tuple[int, ...]
     keys: frozenset[int | str | None]
     rows: int  # the batch size: the length of each tensor's sample axis
+    drawn: bool = False  # the other tensor was drawn from the model's output without a gradient (a sample)
 
     def describe(self) -> str:
         rows = self.rows
         names = ", ".join("the batch" if k is None else f"batch[{k!r}]" for k in sorted(self.keys, key=str))
+        names = f"a draw without gradient from {names}" if self.drawn else names
         return (
             f"{self.prediction} prediction against {self.other} {names} in {self.function}: every row meets "
             f"every other row ({rows} x {rows})"
@@ -234,8 +237,9 @@ class LossRecorder(TorchFunctionMode):
         )
 
     def _check_rows(self, func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
-        """Record a :class:`RowMix` when two tensors, a prediction and a batch tensor the model did not
-        compute, broadcast with their sample axes (size :attr:`rows`, one each) on different axes."""
+        """Record a :class:`RowMix` when two tensors, a prediction and a tensor without gradient (a batch
+        tensor, or one drawn from the model), broadcast with their sample axes (size :attr:`rows`, one each)
+        on different axes."""
         tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor) and t.ndim >= 1]
         rows = self.rows
         if len(tensors) != 2 or rows is None or rows < 2:
@@ -250,14 +254,15 @@ class LossRecorder(TorchFunctionMode):
         ]
         if any(len(found) != 1 for found in axes) or axes[0] == axes[1]:
             return
-        computed = [self._is_computed(t) or isinstance(t, nn.Parameter) for t in tensors]
+        computed = [t.requires_grad for t in tensors]  # the other: a batch tensor, or one drawn without grad
         if computed[0] == computed[1]:
             return
         prediction, other = (tensors[0], tensors[1]) if computed[0] else (tensors[1], tensors[0])
         keys = self._sources(other)
         if keys:
             name = getattr(func, "__name__", str(func)).strip("_")
-            self.mixed.append(RowMix(name, tuple(prediction.shape), tuple(other.shape), keys, rows))
+            drawn = self._is_computed(other)
+            self.mixed.append(RowMix(name, tuple(prediction.shape), tuple(other.shape), keys, rows, drawn))
 
 
 def _bind(func: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:

@@ -622,6 +622,37 @@ def test_a_prediction_broadcast_against_every_target_of_the_batch_fails_and_its_
     )  # by hand: nothing says which tensor is the target
 
 
+class Reinforce(AdamModule):
+    """A policy over 4 arms trained by REINFORCE on a reward per context; ``keepdim=True`` keeps
+    ``torch.multinomial``'s (B, 1) arm, and ``Categorical.log_prob`` of it is (B, B): every context is
+    credited with every other context's arm."""
+
+    def __init__(self, keepdim: bool) -> None:
+        super().__init__()
+        self.net, self.keepdim = nn.Linear(8, 4), keepdim
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, best = batch
+        probs = self.net(x).softmax(-1)
+        arm = torch.multinomial(probs.detach(), 1)
+        arm = arm if self.keepdim else arm.squeeze(1)
+        reward = (arm == (best[:, None] if self.keepdim else best)).float()
+        return -(torch.distributions.Categorical(probs).log_prob(arm) * reward).mean()
+
+
+def test_an_action_drawn_without_gradient_broadcast_against_every_row_fails():
+    x = torch.randn(128, 8, generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(TensorDataset(x, x[:, :4].argmax(1)), batch_size=32)
+    mixed = preflight(Reinforce(keepdim=True), train_dataloaders=loader, checks=[LossCheck()])["loss"]
+    assert mixed.status == "fail" and mixed.details["parts"]["rows"] == "fail", mixed.summary
+    assert (
+        "(32, 1, 1) a draw without gradient from batch[0] in broadcast_tensors"
+        in mixed.details["rows"]["row_mixing"][0]
+    )
+    own = preflight(Reinforce(keepdim=False), train_dataloaders=loader, checks=[LossCheck()])["loss"]
+    assert own.details["parts"]["rows"] != "fail", own.summary
+
+
 def test_falls_without_bound_along_tenfold_steps():
     assert falls_without_bound([-1.0, -2.0, -101.0, -1e4, -1e6, -1e8])  # -mse along the descent
     assert not falls_without_bound([2.3, 0.4, 1e-3, 1e-5, 0.0, 0.0])  # cross-entropy: bounded by 0
