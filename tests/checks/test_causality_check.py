@@ -217,3 +217,33 @@ def test_per_position_targets_of_another_width_are_not_next_token_prediction():
     joints2d, joints3d = torch.randn(8, 10, 2), torch.randn(8, 10, 3)
     task, why = next_token_task((joints2d, joints3d), joints2d, joints3d)
     assert not task and "[8, 10, 3]" in why
+
+
+class SessionLM(AdamModule):
+    """Next item of a session served as a 1-tuple ``(items,)``: the step reads ``items[:, :-1]`` and scores
+    ``items[:, 1:]``; one self-attention layer with or without its causal mask."""
+
+    def __init__(self, masked: bool) -> None:
+        super().__init__()
+        self.masked = masked
+        self.embed = nn.Embedding(20, 16)
+        self.layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(16, 20)
+
+    def forward(self, items: Tensor) -> Tensor:
+        mask = nn.Transformer.generate_square_subsequent_mask(items.shape[1]) if self.masked else None
+        return self.head(self.layer(self.embed(items), src_mask=mask))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        (items,) = batch
+        return F.cross_entropy(self(items[:, :-1]).flatten(0, 1), items[:, 1:].flatten())
+
+
+def test_a_step_that_slices_input_and_target_from_one_sequence_is_next_token_prediction():
+    """A one-entry batch is input and target at once: the step's recorded loss target tells the task."""
+    items = torch.randint(20, (64, 9), generator=torch.Generator().manual_seed(0))
+    data = {"train_dataloaders": torch.utils.data.DataLoader(torch.utils.data.TensorDataset(items), 16)}
+    leaking = _run(SessionLM(masked=False), data)
+    assert leaking.status == "fail" and "one position ahead" in leaking.details["task"], leaking.message
+    healthy = _run(SessionLM(masked=True), data)
+    assert healthy.status == "pass", healthy.message

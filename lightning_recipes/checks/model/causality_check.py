@@ -78,6 +78,10 @@ class CausalityCheck(SanityCheck):
         how = "declared with causal=True"
         if self.causal is None:
             is_lm, how = next_token_task(batch, inputs, targets)
+            if not is_lm and targets is inputs:  # one sequence: the step may slice input and target from it
+                calls = [c.target for c in context.first_loss_calls() if isinstance(c.target, Tensor)]
+                if any(_ahead(target, inputs) for target in calls):
+                    is_lm, how = True, "the step's loss target is its input sequence one position ahead"
             if not is_lm:
                 raise CheckSkipped(f"not next-token prediction ({how}); `causal=True` forces it.")
         size = batch_size_of(batch, context.input_key) or len(inputs)
@@ -152,6 +156,17 @@ class CausalityCheck(SanityCheck):
                     far = later + 1 < seq and float(effect(later + 1, seq)[moved]) > limit
                     leak = (moved, later, far)
         return scale, worst, leak
+
+
+def _ahead(target: Tensor, inputs: Tensor) -> bool:
+    """Whether a loss target holds ``inputs[:, 1:]`` (flattened or not; ignored positions aside)."""
+    ahead = inputs[:, 1:]
+    if target.is_floating_point() or target.numel() != ahead.numel():
+        return False
+    target, ahead = target.reshape(-1), ahead.reshape(-1)
+    valid = target != IGNORE_INDEX
+    total = int(valid.sum())  # sync: once
+    return total > 0 and int(((target == ahead) & valid).sum()) >= _MATCH * total
 
 
 def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -> tuple[bool, str]:
