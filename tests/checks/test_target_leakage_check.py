@@ -18,7 +18,7 @@ from lightning_recipes.checks.data.target_leakage_check import TargetLeakageChec
 from lightning_recipes.testing import TinyClassifier, fast_trainer
 from tests.helpers.saved_results import assert_same_as_saved
 
-from ._models import ManualOptimization, loader
+from ._models import IN, ManualOptimization, Regressor, loader
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -262,3 +262,21 @@ def test_one_feature_that_misses_some_held_out_labels_warns_and_a_copy_fails(eve
     assert feature["leak"] and feature["name"] == result.details["feature"] == "inputs[:, 0]"
     assert (feature["score"] < 1.0) == (status == "warn")
     assert ("tracks it" in result.summary) == (status == "warn") and len(result.summary) <= 120
+
+
+@pytest.mark.parametrize(("noise", "status"), [(0.0, "fail"), (0.3, "pass")])
+def test_a_column_of_bands_of_a_real_target_fails_and_a_noisy_band_passes(noise, status):
+    """A price band (the rounded target, known only after the sale) is a step function of the target in its
+    order; rounded with noise it is a feature like any other (its bands overlap)."""
+    data = {}
+    for key, seed, n in (("train_dataloaders", 0, 512), ("val_dataloaders", 1, 256)):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(n, IN, generator=g)
+        y = x[:, 1] + 0.5 * x[:, 2] + 0.3 * torch.randn(n, generator=g)
+        x[:, 0] = (y + noise * torch.randn(n, generator=g)).round()
+        rows = [{"x": a, "y": b} for a, b in zip(x, y)]
+        data[key] = torch.utils.data.DataLoader(rows, batch_size=64, shuffle=seed == 0)
+    result = _run(Regressor(), data)
+    assert result.status == status, result.message
+    if status == "fail":
+        assert result.details["feature"] == "inputs[:, 0]" and "bands of the target" in result.summary

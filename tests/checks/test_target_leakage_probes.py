@@ -12,6 +12,7 @@ import torch
 from lightning_recipes.checks._probe import entries, replace_entries
 from lightning_recipes.checks.data._leakage_probes import (
     Probe,
+    _bands_of,
     _correlation,
     _encodes_label,
     _name,
@@ -81,6 +82,22 @@ def test_copy_shares_by_hand():
 def test_encodes_label_by_hand(column, labels, expected):
     x = torch.tensor(column)[:, None]
     assert _encodes_label(x, torch.tensor(labels), classes=3).tolist() == [expected]
+
+
+def test_bands_of_a_real_target_by_hand():
+    y = torch.tensor([0.1, 0.9, 0.4, 1.6, 1.2, 2.2])
+    x = torch.stack(
+        [
+            y.round(),  # bands, in the target's order: 0, 1, 0, 2, 1, 2
+            -y.round(),  # in the reverse order
+            y,  # a copy (one value per row: the correlation's to judge, not a band)
+            torch.tensor([0.0, 1, 1, 2, 1, 2]),  # 0.4 is in band 1, 0.9 in band 1, but 0.1 in 0: in order
+            torch.tensor([1.0, 0, 0, 2, 1, 2]),  # out of order
+            torch.ones(6),  # one value
+        ],
+        1,
+    )
+    assert _bands_of(x, y).tolist() == [True, True, False, True, False, False]
 
 
 def test_correlation_is_the_larger_of_pearson_and_spearman():

@@ -290,6 +290,9 @@ def probe_single_feature(
                 encoded = (c, int(both.nonzero()[0, 0]))
         else:
             scores = _correlation(torch.cat([rows, held_rows]), every.float())
+            banded = _bands_of(torch.cat([rows, held_rows]), every.float())
+            if encoded is None and bool(banded.any()) and not context.target_guessed():
+                encoded = (c, int(banded.nonzero()[0, 0]))
         value, where = scores.max(0)
         best = max(best, (float(value), c, int(where)))
     score, c, index = best
@@ -315,7 +318,8 @@ def probe_single_feature(
         if reads is False:
             unread = f"{name} determines the label but the loss does not read it"
             return Probe(summary=unread, evidence=evidence)
-    what = f"alone scores {score:.3f} on held-out labels" if determines else "encodes the label in each split"
+    encodes = "encodes the label in each split" if classes else "is bands of the target, in its order"
+    what = f"alone scores {score:.3f} on held-out labels" if determines else encodes
     fix = f"Remove {name} from what the model reads; check how each sample is built from the label."
     # a class lookup missing some held-out labels may be a sensor that tracks the label: no proof of a copy
     tracks = determines and bool(classes) and score < 1.0
@@ -335,6 +339,15 @@ def _encodes_label(x: Tensor, y: Tensor, classes: int) -> Tensor:
     high = torch.full((classes, x.shape[1]), -math.inf).scatter_reduce(0, index, x, "amax")[counts >= 2]
     ordered = low.sort(0).values
     return ((high - low) == 0).all(0) & (ordered[1:] > ordered[:-1]).all(0) & torch.isfinite(ordered).all(0)
+
+
+def _bands_of(x: Tensor, y: Tensor) -> Tensor:
+    """Per feature: bands of a real target, ordered as the target (either way) over every row, with at least
+    two values and fewer than half as many as the rows (a price band, an age group: known after the fact)."""
+    steps = x[y.argsort()].diff(dim=0)
+    ordered = (steps >= 0).all(0) | (steps <= 0).all(0)
+    changes = (steps != 0).sum(0)
+    return ordered & (changes >= 1) & (changes < len(y) // 2)
 
 
 def _correlation(x: Tensor, y: Tensor) -> Tensor:
