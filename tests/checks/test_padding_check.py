@@ -369,3 +369,17 @@ def test_labels_copied_from_unpadded_inputs_warn_that_padding_would_be_read() ->
     assert result.status == "warn", result.message
     assert result.details["latent"] is True and "hold none yet" in result.summary
     assert "ignore_index=-100" in result.action
+
+
+def test_lengths_with_the_pad_value_on_the_left_must_be_read_from_the_left() -> None:
+    """A tokenizer that pads on the left, a `pack_padded_sequence` that assumes the right: the packed GRU
+    reads the leading zeros and never the last real steps (changing them moves nothing), a fail. A GRU over
+    every position ends on the real steps and passes."""
+    x, lengths, y = _padded_sequences()
+    left = torch.stack([row.roll(T - int(n), 0) for row, n in zip(x, lengths, strict=True)])
+    data = DataLoader(TensorDataset(left, lengths, y), batch_size=16)
+    packed = preflight(GRUClassifier(packed=True), train_dataloaders=data, checks=[PaddingCheck()])["padding"]
+    assert packed.status == "fail" and "padded on the left" in packed.details["padding"]["convention"]
+    assert "read as padded on the right" in packed.summary and len(packed.summary) <= 120, packed.summary
+    whole = preflight(GRUClassifier(packed=False), train_dataloaders=data, checks=[PaddingCheck()])["padding"]
+    assert whole.status == "pass", whole.message

@@ -35,6 +35,7 @@ Observation = tuple[Tensor, Tensor | None]  # a pass's loss and the output seen
 MASK_KEYS: tuple[str, ...] = ("attention_mask", "padding_mask", "src_key_padding_mask", "key_padding_mask")
 MASK_KEYS += ("tgt_key_padding_mask", "input_mask", "pad_mask", "mask")
 """Dict keys read as a ``[B, T]`` padding mask (and keys ending in ``attention_mask``/``padding_mask``)."""
+LEFT = "lengths, but the pad value fills the first T - length positions: padded on the left"
 LENGTHS_KEYS = ("lengths", "length", "lens", "seq_lens", "seq_len", "input_lengths", "sequence_lengths")
 
 
@@ -109,9 +110,12 @@ def find_padding(
         if lengths.dtype == torch.bool or int(lengths.min()) < 1 or int(lengths.max()) > length:
             continue
         real = torch.arange(length, device=lengths.device)[None] < lengths[:, None]
-        if bool((~real).any()) and math.isnan(pad_value_of(inputs, real, math.nan)):
-            continue  # positions past the "lengths" hold varying values: not a lengths entry
         keys = [k for k, t in entries if k != key and t.shape[:2] == (size, length)]  # [B, T, ...] entries
+        if bool((~real).any()) and math.isnan(pad_value_of(inputs, real, math.nan)):
+            left = real.flip(1)  # the pad value on the left instead: the last `length` positions are real
+            if not math.isnan(pad_value_of(inputs, left, math.nan)):
+                return Padding(key, None, left, keys, LEFT), ""
+            continue  # positions past the "lengths" hold varying values: not a lengths entry
         return Padding(key, None, real, keys, "lengths: positions >= length are padding"), ""
     return None, "no mask, no lengths"
 
@@ -205,6 +209,8 @@ class PaddingCheck(SanityCheck):
         model = context.copy_model()
         context.require_automatic_optimization(model)
         model.eval()
+        if padding.convention == LEFT:
+            return self._padded_on_the_left(context, model, batch, padding, input_key)
         fill: Fill = {}
         for key in padding.sequence_keys:  # the one value at padded positions; a target's: ignore_index
             value = pad_value_of(batch[key], padding.real, math.nan)
@@ -279,6 +285,33 @@ class PaddingCheck(SanityCheck):
         if found.status == "inconclusive":
             raise CheckInconclusive(f"{added} changed the results slightly, between noise and a bug: {moved}")
         return self.verdict("pass", f"padding is ignored: {added} left loss and outputs unchanged", details)
+
+    def _padded_on_the_left(
+        self, context: CheckContext, model: Any, batch: Any, padding: Padding, input_key: Key
+    ) -> CheckResult:
+        """The real positions a right-padded reading of the lengths skips must move the loss or the output."""
+        inputs, skipped = batch[input_key], padding.real & ~padding.real.flip(1)
+        details: dict[str, Any] = {"padding": {"kind": "lengths", "key": padding.key, "convention": LEFT}}
+        details["skipped_real_positions"] = count = int(skipped.sum())  # sync: once
+        if not count:
+            raise CheckSkipped("padded on the left, but no row is short enough to tell how it is read.")
+        changed, skipped = inputs.clone(), skipped.to(inputs.device)
+        shift = 2 * float(inputs.float().std()) + 1 if inputs.is_floating_point() else 0  # sync: once
+        changed[skipped] = changed[skipped] + shift if shift else changed[skipped].roll(1)
+        first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))
+        with perturbed("real positions past `lengths` changed (the batch is padded on the left)"):
+            moved = _observe(context, model, replace_entries(batch, {input_key: changed}), context.seed)
+        verdicts = _compare(first, second, moved, padding.real)
+        details["quantities"] = {n: {k: getattr(v, k) for k in _REPORTED} for n, v in verdicts.items()}
+        name, found = worst(verdicts)
+        at = f"{count} real positions past batch[{padding.key!r}]'s lengths"
+        if found.status == "fail":
+            return self.verdict("pass", f"padded on the left, and the model reads the last {at}", details)
+        if found.status == "inconclusive":
+            raise CheckInconclusive(f"padded on the left; changing the {at} moved the {name} slightly")
+        summary = f"padded on the left, read as padded on the right: changing the {at} moves nothing"
+        action = "Pad on the right where lengths say positions >= length are padding (pack_padded_sequence)."
+        return self.verdict("fail", summary, details, action=action)
 
 
 def _other_padded_targets(
