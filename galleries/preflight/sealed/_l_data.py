@@ -194,8 +194,8 @@ def reverse_complement(one_hot: torch.Tensor) -> torch.Tensor:
 def sequences(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``n`` one-hot sequences (4, 60) of random bases and whether they bind (half do). A binder carries the
     motif TGACGCAT, on either strand (the motif or its reverse complement), at a random place; a non-binder
-    carries the motif read backwards (TACGCAGT, which the factor does not bind: binding is oriented), on either
-    strand. A base in the implanted motif is mutated at random 1 time in 10."""
+    carries the motif read backwards (TACGCAGT, which the factor does not bind: binding is oriented), on
+    either strand. A base in the implanted motif is mutated at random 1 time in 10."""
     g = _gen(seed)
     bases = torch.randint(4, (n, LENGTH_DNA), generator=g)
     binds = torch.randint(2, (n,), generator=g)
@@ -219,3 +219,78 @@ def reverse_complement_half(one_hot: torch.Tensor, binds: torch.Tensor) -> tuple
 def reverse_half(one_hot: torch.Tensor, binds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The BUG: "the other strand" made by reversing the sequence along its length, without complementing."""
     return (one_hot.flip(1) if torch.rand(()) < 0.5 else one_hot), binds
+
+
+def window_centred_tracks(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The BUG's stored form: each 20-step window (history and future together) centred on its own mean
+    position, as the dataset script did before cutting it into observed and future parts: the centre the
+    model reads its history against holds where the future goes."""
+    history, future = tracks(n, seed)
+    centre = torch.cat([history, future], 1).mean(1, keepdim=True)
+    return history - centre, future - centre
+
+
+# --- learned dynamics: a damped pendulum, rolled out --------------------------------------------------------
+DT, STEPS_SIM = 0.1, 30
+
+
+def pendulum(n: int, seed: int, steps: int = STEPS_SIM) -> torch.Tensor:
+    """``n`` trajectories of a damped pendulum, (angle, angular velocity) at ``steps`` instants 0.1 s apart,
+    from random starts (angle and velocity in [-2, 2]), integrated with 10 sub-steps: (n, steps, 2)."""
+    g = _gen(seed)
+    state = 4 * torch.rand(n, 2, generator=g) - 2
+    out = [state]
+    for _ in range(steps - 1):
+        for _ in range(10):
+            angle, velocity = state.unbind(-1)
+            accel = -9.81 / 1.5 * torch.sin(angle) - 0.3 * velocity
+            velocity = velocity + DT / 10 * accel
+            state = torch.stack([angle + DT / 10 * velocity, velocity], -1)
+        out.append(state)
+    return torch.stack(out, 1)
+
+
+def transitions(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every consecutive pair (s_t, s_t+1) of ``n`` trajectories, flattened: ((m, 2), (m, 2))."""
+    states = pendulum(n, seed)
+    return states[:, :-1].reshape(-1, 2), states[:, 1:].reshape(-1, 2)
+
+
+def transitions_rolled(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The BUG: next states made with ``torch.roll(states, -1, dims=1)``: every trajectory's last state is
+    paired with its own first state as if one step followed the other."""
+    states = pendulum(n, seed)
+    return states.reshape(-1, 2), torch.roll(states, -1, dims=1).reshape(-1, 2)
+
+
+def state_scales() -> tuple[torch.Tensor, torch.Tensor]:
+    """The spread of the states and of the one-step changes in a reference batch of trajectories (the
+    normalisers the model's inputs and outputs are scaled by)."""
+    state, following = transitions(500, 99)
+    return state.std(0), (following - state).std(0)
+
+
+# --- graph-level classification: small padded graphs --------------------------------------------------------
+MAX_NODES, ATOM_TYPES = 16, 4
+
+
+def molecules(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``n`` random graphs of 5..16 nodes, padded to 16: one-hot node types (4), a symmetric adjacency
+    (a random tree plus a few extra bonds), the node mask and the label: whether the graph has more than 0.12
+    bonds between a type-0 and a type-1 node per node (a property of the graph, not of its size)."""
+    g = _gen(seed)
+    size = torch.randint(5, MAX_NODES + 1, (n,), generator=g)
+    types = torch.randint(ATOM_TYPES, (n, MAX_NODES), generator=g)
+    mask = torch.arange(MAX_NODES) < size[:, None]
+    adj = torch.zeros(n, MAX_NODES, MAX_NODES)
+    for row in range(n):
+        k = int(size[row])
+        for node in range(1, k):
+            parent = int(torch.randint(node, (), generator=g))
+            adj[row, node, parent] = adj[row, parent, node] = 1.0
+        extra = torch.randint(k, (2, 2), generator=g)
+        adj[row, extra[0], extra[1]] = adj[row, extra[1], extra[0]] = 1.0
+    adj = adj * (1 - torch.eye(MAX_NODES))
+    nodes = torch.nn.functional.one_hot(types, ATOM_TYPES).float() * mask[..., None]
+    bonds = (nodes[..., 0] * (adj @ nodes[..., 1:2]).squeeze(-1)).sum(1)  # type-0 to type-1 bonds
+    return nodes, adj, mask, (bonds / size > 0.12).long()

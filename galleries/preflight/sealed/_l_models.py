@@ -124,8 +124,8 @@ class UpliftNetBroadcast(UpliftNet):
 
 
 class UpliftNetHeadsReversed(UpliftNet):
-    """BUG: ``predict`` unpacks the heads as (treated, control), the order of the team's report, while training
-    fitted column 0 to the control rows: every served uplift has the wrong sign."""
+    """BUG: ``predict`` unpacks the heads as (treated, control), the order of the team's report, while
+    training fitted column 0 to the control rows: every served uplift has the wrong sign."""
 
     @torch.no_grad()
     def predict(self, x: torch.Tensor) -> torch.Tensor:
@@ -164,10 +164,35 @@ class TrackForecaster(_Adam):
     def to_world(self, last: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
         return last + steps.cumsum(1)
 
+    def positions(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """A batch's predicted and true future positions, relative to the last observed one."""
+        history, steps = batch
+        return self(history).cumsum(1), steps.cumsum(1)
+
     @torch.no_grad()
     def predict(self, history: torch.Tensor) -> torch.Tensor:
         last = history[:, -1:]
         return self.to_world(last, self(history - last))
+
+
+class TrackForecasterWindowCentred(TrackForecaster):
+    """BUG (with its data, ``window_centred_tracks``): the dataset centred every 20-step window on its mean
+    position, future included, and the model maps the centred history to the centred future positions. At
+    serving only the history exists, so ``predict`` centres it on the history's own mean: the hint of where
+    the person goes, which training and validation read off the centre, is gone."""
+
+    def loss(self, batch) -> torch.Tensor:
+        history, future = batch
+        return F.mse_loss(self(history), future)
+
+    def positions(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        history, future = batch
+        return self(history), future
+
+    @torch.no_grad()
+    def predict(self, history: torch.Tensor) -> torch.Tensor:
+        centre = history.mean(1, keepdim=True)
+        return centre + self(history - centre)
 
 
 class TrackForecasterNoCumsum(TrackForecaster):
@@ -228,13 +253,22 @@ class PUClassifierLabelledPrior(PUClassifier):
 class PUClassifierAscent(PUClassifier):
     """nnPU as published, with manual optimisation: when a batch's estimated negative risk falls below -beta
     (the flexible model is overfitting it), the step is gradient ascent on that risk alone, scaled by gamma;
-    otherwise descent on the whole risk."""
+    otherwise descent on the whole risk. The learning rate warms up linearly from 1% over the first 100
+    steps; in manual optimisation the loop steps the scheduler itself."""
 
     beta, gamma = 0.0, 1.0
 
     def __init__(self) -> None:
         super().__init__()
         self.automatic_optimization = False
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.Adam(self.parameters(), lr=self.lr)
+        warm_up = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.01, total_iters=100)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": warm_up, "interval": "step"}}
+
+    def step_schedule(self) -> None:
+        self.lr_schedulers().step()
 
     def training_step(self, batch, batch_idx):
         optimizer = self.optimizers()
@@ -245,9 +279,18 @@ class PUClassifierAscent(PUClassifier):
         else:
             self.manual_backward(positive + negative)
         optimizer.step()
+        self.step_schedule()
         loss = positive + negative.clamp_min(0)
         self.log("train_loss", loss)
         return loss.detach()
+
+
+class PUClassifierAscentUnstepped(PUClassifierAscent):
+    """BUG: the warm-up is declared with ``"interval": "step"`` and left to Lightning, which does not step
+    schedulers under manual optimisation: the learning rate stays at 1% of its value for the whole run."""
+
+    def step_schedule(self) -> None:
+        pass
 
 
 # --- denoising diffusion (DDPM) on 2-D points ---------------------------------------------------------------
@@ -332,3 +375,86 @@ class MotifCNN(_Adam):
     @torch.no_grad()
     def predict(self, one_hot: torch.Tensor) -> torch.Tensor:
         return self(one_hot).argmax(-1)
+
+
+# --- learned dynamics: a one-step pendulum model, served by rollout -----------------------------------------
+class PendulumStep(_Adam):
+    """An MLP from the state (scaled by the states' spread) to the change over one step (scaled by the
+    changes' spread); MSE in those units. Served: ``rollout``, the model's own predictions fed back for
+    ``steps`` steps from a start state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        state_scale, change_scale = data.state_scales()
+        self.register_buffer("state_scale", state_scale)
+        self.register_buffer("change_scale", change_scale)
+        self.net = mlp(2, 128, 128, 2)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(state / self.state_scale)
+
+    def loss(self, batch) -> torch.Tensor:
+        state, following = batch
+        return F.mse_loss(self(state), (following - state) / self.change_scale)
+
+    def change(self, state: torch.Tensor) -> torch.Tensor:
+        return self(state) * self.change_scale
+
+    @torch.no_grad()
+    def rollout(self, start: torch.Tensor, steps: int) -> torch.Tensor:
+        states = [start]
+        for _ in range(steps - 1):
+            states.append(states[-1] + self.change(states[-1]))
+        return torch.stack(states, 1)
+
+
+class PendulumStepWrongScale(PendulumStep):
+    """BUG: the rollout turns the model's output back into a change with the states' spread, not the changes'
+    (the two normalisers sit side by side): every served step is several times too long."""
+
+    def change(self, state: torch.Tensor) -> torch.Tensor:
+        return self(state) * self.state_scale
+
+
+# --- graph-level classification of small padded graphs ------------------------------------------------------
+class GraphClassifier(_Adam):
+    """Node types embedded, two rounds of message passing (each node adds its bonded neighbours' sum), a mean
+    over the real nodes (the padding masked out) and a small head; cross-entropy. Served: the class."""
+
+    lr = 1e-2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Linear(data.ATOM_TYPES, 32)
+        self.rounds = nn.ModuleList([nn.Linear(32, 32), nn.Linear(32, 32)])
+        self.head = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 2))
+
+    def pool(self, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        weight = mask.float()[..., None]
+        return (h * weight).sum(1) / weight.sum(1)
+
+    def message(self, h: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
+        return h + adj @ h
+
+    def forward(self, nodes: torch.Tensor, adj: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h = F.relu(self.embed(nodes))
+        for layer in self.rounds:
+            h = F.relu(layer(self.message(h, adj)))
+        return self.head(self.pool(h, mask))
+
+    def loss(self, batch) -> torch.Tensor:
+        nodes, adj, mask, label = batch
+        return F.cross_entropy(self(nodes, adj, mask), label)
+
+    @torch.no_grad()
+    def predict(self, nodes: torch.Tensor, adj: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self(nodes, adj, mask).argmax(-1)
+
+
+class GraphClassifierNoSelfLoop(GraphClassifier):
+    """BUG: each round aggregates the neighbours only, ``adj @ h``, without the node's own state (the self
+    loop of A + I was dropped when the adjacency went dense): after the first round a node no longer knows
+    its own type."""
+
+    def message(self, h: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
+        return adj @ h

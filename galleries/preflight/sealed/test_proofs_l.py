@@ -41,6 +41,17 @@ def track_error(model) -> float:
 
 
 @torch.no_grad()
+def track_validation_error(model, loaders) -> float:
+    """What validation reports: the average displacement error on the validation loader, in the frame the
+    model was trained in."""
+    errors = [
+        (pred - true).norm(dim=-1).flatten()
+        for pred, true in map(model.positions, loaders["val_dataloaders"])
+    ]
+    return torch.cat(errors).mean().item()
+
+
+@torch.no_grad()
 def pu_error(model) -> float:
     """The error rate of the served class on held-out rows whose true class is known."""
     x, positive, _ = d.pu_rows(4000, 3)
@@ -60,6 +71,20 @@ def noise_error(model) -> float:
 
 
 @torch.no_grad()
+def rollout_error(model) -> float:
+    """The mean distance between the served 20-step rollout and the true trajectory, from held-out starts."""
+    states = d.pendulum(500, 3, steps=20)
+    return (model.rollout(states[:, 0], 20) - states).norm(dim=-1).mean().item()
+
+
+@torch.no_grad()
+def graph_error(model) -> float:
+    """The error rate on held-out graphs."""
+    *graphs, label = d.molecules(2000, 3)
+    return (model.predict(*graphs) != label).float().mean().item()
+
+
+@torch.no_grad()
 def dna_error(model) -> float:
     """The error rate on held-out sequences."""
     one_hot, binds = d.sequences(2000, 3)
@@ -68,6 +93,7 @@ def dna_error(model) -> float:
 
 CLICK, UPLIFT = (m.ClickFM, gallery.click_data), (m.UpliftNet, gallery.uplift_data)
 TRACKS, RING = (m.TrackForecaster, gallery.track_data), (m.Denoiser, gallery.ring_data)
+PENDULUM = (m.PendulumStep, gallery.pendulum_data)
 
 PROOFS = {
     "ctr_field_codes_share_rows": Proof(CLICK, click_log_loss, 0.005, 4),
@@ -76,15 +102,20 @@ PROOFS = {
     "uplift_heads_unpacked_reversed": Proof(UPLIFT, uplift_error, 0.5, 10),
     "tracks_rotated_history_only": Proof(TRACKS, track_error, 1.0, 6),
     "tracks_served_without_running_sum": Proof(TRACKS, track_error, 1.0, 6),
+    "tracks_centred_on_whole_window": Proof(TRACKS, track_error, 0.3, 6, lie=track_validation_error),
     "pu_prior_from_labelled_share": Proof((m.PUClassifier, gallery.pu_data), pu_error, 0.05, 8),
+    "pu_warm_up_never_stepped": Proof((m.PUClassifierAscent, gallery.pu_data), pu_error, 0.03, 8),
     "diffusion_per_step_alpha": Proof(RING, noise_error, 0.1, 10),
     "diffusion_clean_point_target": Proof(RING, noise_error, 0.3, 10),
+    "pendulum_pairs_rolled_around": Proof(PENDULUM, rollout_error, 0.05, 6),
+    "pendulum_rollout_wrong_normaliser": Proof(PENDULUM, rollout_error, 0.3, 6),
+    "graph_messages_without_self_loop": Proof((m.GraphClassifier, gallery.graph_data), graph_error, 0.05, 8),
     "dna_reversed_not_complemented": Proof((m.MotifCNN, gallery.dna_data), dna_error, 0.1, 6),
 }
 
 
 def test_every_bug_has_a_proof() -> None:
-    sealed.check_gallery(gallery, PROOFS, bugs=10, healthy=8)
+    sealed.check_gallery(gallery, PROOFS, bugs=15, healthy=10)
 
 
 @pytest.mark.parametrize("case_id", list(PROOFS))
