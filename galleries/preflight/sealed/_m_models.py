@@ -146,6 +146,31 @@ class TARNetEffectReversed(TARNet):
         return control - if_treated
 
 
+class TARNetStandardised(TARNet):
+    """The same model fitted to standardised outcomes (the scaler fitted on the training outcomes); the served
+    effect is scaled back to the outcome's units (the mean cancels in the difference)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outcome_mean, self.outcome_std = data.outcome_scale()
+
+    def loss(self, batch) -> torch.Tensor:
+        x, treated, outcome = batch
+        return super().loss((x, treated, (outcome - self.outcome_mean) / self.outcome_std))
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        return super().predict(x) * self.outcome_std
+
+
+class TARNetEffectStandardised(TARNetStandardised):
+    """BUG: the served effect is the difference of the heads as they come, in standard deviations of the
+    outcome rather than in its units: every effect is shrunk by the outcome's spread."""
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        control, if_treated = self(x)
+        return if_treated - control
+
+
 # --- click-through rate: a factorisation machine over categorical fields ------------------------------------
 class ClickFM(_Adam):
     """A factorisation machine: one embedding table and one weight table over all fields' codes (each field
@@ -287,17 +312,27 @@ class SineCNPStepDecay(SineCNP):
 
 # --- multi-modal trajectory forecasting (winner takes all) --------------------------------------------------
 class TrajectoryWTA(_Adam):
-    """An MLP maps the observed track to 3 hypotheses of the 12 future positions and a score for each;
-    winner-takes-all: only the hypothesis closest to the true future is regressed (the others get no
-    gradient from that row), and the scores learn which one won. Served: the 3 hypotheses."""
+    """An MLP encodes the observed track; one head gives 3 hypotheses of the 12 future positions, another a
+    score for each. Winner-takes-all: only the hypothesis closest to the true future is regressed (the others
+    get no gradient from that row), and the scores learn which one won. The heads learn at twice the body's
+    rate (a second parameter group). Served: the hypotheses and their scores."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.net = mlp(data.PAST * 2, 128, 128, data.MODES * (data.FUTURE * 2 + 1))
+        self.body = nn.Sequential(mlp(data.PAST * 2, 128, 128), nn.ReLU())
+        self.paths = nn.Linear(128, data.MODES * data.FUTURE * 2)
+        self.scores = nn.Linear(128, data.MODES)
+
+    def head_parameters(self) -> list[nn.Parameter]:
+        return [*self.paths.parameters(), *self.scores.parameters()]
+
+    def configure_optimizers(self):
+        groups = [{"params": self.body.parameters()}, {"params": self.head_parameters(), "lr": 2 * self.lr}]
+        return torch.optim.Adam(groups, lr=self.lr)
 
     def forward(self, past: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out = self.net(past.flatten(1)).view(len(past), data.MODES, -1)
-        return out[..., :-1].reshape(len(past), data.MODES, data.FUTURE, 2), out[..., -1]
+        h = self.body(past.flatten(1))
+        return self.paths(h).view(len(past), data.MODES, data.FUTURE, 2), self.scores(h)
 
     def regression(self, distance: torch.Tensor) -> torch.Tensor:
         return distance.min(1).values.mean()
@@ -308,8 +343,17 @@ class TrajectoryWTA(_Adam):
         distance = (hypotheses - future[:, None]).pow(2).sum(-1).mean(-1)  # (batch, modes)
         return self.regression(distance) + F.cross_entropy(scores, distance.argmin(1))
 
-    def predict(self, past: torch.Tensor) -> torch.Tensor:
-        return self(past)[0]
+    def predict(self, past: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hypotheses, scores = self(past)
+        return hypotheses, scores.softmax(-1)
+
+
+class TrajectoryScoresNotOptimised(TrajectoryWTA):
+    """BUG: the heads' parameter group lists the path head only (the score head was added later): the scores
+    keep their random init, and the served most likely path is an arbitrary one of the three."""
+
+    def head_parameters(self) -> list[nn.Parameter]:
+        return list(self.paths.parameters())
 
 
 class TrajectoryAllHypotheses(TrajectoryWTA):

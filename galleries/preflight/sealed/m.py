@@ -99,6 +99,15 @@ BUGS: list[SealedCase] = [
         SERVED,
     ),
     SealedCase(
+        "uplift_effect_left_standardised",
+        "uplift modelling (standardised outcomes)",
+        m.TARNetEffectStandardised,
+        uplift_data,
+        "The heads are fitted to standardised outcomes and the served effect is their difference as it "
+        "comes, never multiplied back by the outcome's standard deviation: every uplift is shrunk 1.8-fold.",
+        SERVED,
+    ),
+    SealedCase(
         "ctr_fields_without_offsets",
         "click-through rate (factorisation machine over categorical fields)",
         m.ClickFMSharedRows,
@@ -162,6 +171,15 @@ BUGS: list[SealedCase] = [
         PAIRED,
     ),
     SealedCase(
+        "trajectory_score_head_not_optimised",
+        "multi-modal trajectory forecasting (parameter groups per head)",
+        m.TrajectoryScoresNotOptimised,
+        track_data,
+        "The heads' parameter group lists the path head only, the score head added later left out: the paths "
+        "train well, the scores keep their random init, and the served most likely path is a random pick.",
+        DEPENDS,
+    ),
+    SealedCase(
         "knowledge_tracing_inputs_not_shifted",
         "knowledge tracing (DKT: a GRU over students' attempts)",
         m.KnowledgeTracerUnshifted,
@@ -194,6 +212,12 @@ HEALTHY: list[SealedCase] = [
             "uplift_factual_heads",
             "uplift modelling (each row trains one of two heads; the other outcome is never observed)",
             m.TARNet,
+            uplift_data,
+        ),
+        (
+            "uplift_standardised_outcomes",
+            "uplift modelling (outcomes standardised for training, effects scaled back when served)",
+            m.TARNetStandardised,
             uplift_data,
         ),
         (
