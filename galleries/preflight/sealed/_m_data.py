@@ -1,7 +1,7 @@
 """Sealed gallery M's data: small seeded synthetic sets (2-D points for a diffusion model, observational rows
 with a treatment for uplift, click logs over categorical fields, sine functions seen at a few points, agent
-tracks through a junction and sensor readings of a heading). Every builder is deterministic (its own
-generator); random augmentation at read time draws from the global RNG."""
+tracks through a junction, students' attempts at exercises and sensor readings of a heading). Every builder
+is deterministic (its own generator); random augmentation at read time draws from the global RNG."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ __all__ = ["Rows", "loaders"]
 STEPS = 100
 BETAS = torch.linspace(1e-4, 0.1, STEPS)
 ALPHA_BAR = torch.cumprod(1 - BETAS, 0)
+RING_ANGLES = torch.arange(8) * math.pi / 4
+RING_CENTRES = 2 * torch.stack([RING_ANGLES.cos(), RING_ANGLES.sin()], 1)
 
 
 def ring_points(n: int, seed: int) -> tuple[torch.Tensor]:
@@ -27,10 +29,6 @@ def ring_points(n: int, seed: int) -> tuple[torch.Tensor]:
     g = _gen(seed)
     centre = RING_CENTRES[torch.randint(8, (n,), generator=g)]
     return (centre + 0.15 * torch.randn(n, 2, generator=g),)
-
-
-RING_ANGLES = torch.arange(8) * math.pi / 4
-RING_CENTRES = 2 * torch.stack([RING_ANGLES.cos(), RING_ANGLES.sin()], 1)
 
 
 # --- uplift: the effect of a treatment from observational rows ----------------------------------------------
