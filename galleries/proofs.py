@@ -49,6 +49,8 @@ PROOF_MODULES = (
     "galleries/preflight/sealed/test_proofs_i.py",
     "galleries/preflight/sealed/test_proofs_j.py",
     "galleries/preflight/sealed/test_proofs_k.py",
+    "galleries/preflight/sealed/test_proofs_l.py",
+    "galleries/preflight/sealed/test_proofs_m.py",
     "galleries/health/zoo1/test_proofs.py",
     "galleries/health/zoo2/test_proofs.py",
     "galleries/health/zoo3/test_proofs.py",

@@ -1,9 +1,10 @@
-"""Sealed gallery M: denoising diffusion on 2-D points (noise prediction), uplift modelling of a treatment's
-effect from observational rows (TARNet), click-through rate with a factorisation machine over categorical
-fields (downsampled logs, manual optimisation with two optimizers), conditional neural processes (few-shot
-regression on new functions), multi-modal trajectory forecasting with winner-takes-all hypotheses, knowledge
-tracing of students' answers and circular (heading) regression. Written blind (see
-the package docstring); each bug is proved against its healthy twin in ``test_proofs_m.py``."""
+"""Sealed gallery L, second half (``m``): denoising diffusion on 2-D points (noise prediction), uplift
+modelling of a treatment's effect from observational rows (TARNet), click-through rate with a factorisation
+machine over categorical fields (downsampled logs, manual optimisation with two optimizers), conditional
+neural processes (few-shot regression on new functions), multi-modal trajectory forecasting with
+winner-takes-all hypotheses, knowledge tracing of students' answers and circular (heading) regression.
+Written blind (see the package docstring); each bug is proved against its healthy twin in
+``test_proofs_m.py``."""
 
 from __future__ import annotations
 
