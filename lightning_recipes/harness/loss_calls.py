@@ -35,6 +35,12 @@ _LOSSES: dict[str, tuple[str, str | None]] = {
         *("multi_margin_loss", "hinge_embedding_loss", *_SPECIAL_ARGS),
     ]
 }
+#: Factories that read only their argument's shape, dtype and device: their result carries none of its values,
+#: so no batch entry's tag (a diffusion step's noise is ``randn_like(x0)``, not a function of ``x0``).
+_SHAPE_ONLY = {
+    getattr(torch, f"{kind}_like") for kind in ("rand", "randn", "randint", "zeros", "ones", "empty", "full")
+}
+_SHAPE_ONLY |= {getattr(Tensor, f"new_{kind}") for kind in ("zeros", "ones", "empty", "full")}
 LOSS_FUNCTIONS: dict[Callable[..., Any], str] = {
     getattr(F, name): name for name in _LOSSES if callable(getattr(F, name, None))
 }
@@ -174,7 +180,7 @@ class LossRecorder(TorchFunctionMode):
             self._swap_target(name, bound)
             args, kwargs = bound.args, bound.kwargs
         result = func(*args, **kwargs)
-        if self._trace:
+        if self._trace and func not in _SHAPE_ONLY:
             sources: frozenset[int | str | None] = frozenset()
             computed = False
             for leaf in tree_leaves((args, kwargs)):

@@ -39,3 +39,18 @@ def test_a_replacement_target_of_the_wrong_shape_is_a_typed_error():
     with LossRecorder(targets=[torch.zeros(4)]) as recorder:
         swapped = F.mse_loss(torch.zeros(4), torch.ones(4))
     assert swapped.item() == 0.0 and torch.equal(recorder.calls[0].target, torch.zeros(4))
+
+
+def test_a_target_drawn_like_a_batch_entry_carries_none_of_its_values():
+    """A diffusion step's noise, ``randn_like(x0)``, is no function of ``x0``: the target has no batch source,
+    while the noisy input it builds is still traced to ``x0``."""
+    batch = (torch.randn(8, 2),)
+    weight = torch.randn(2, 2)
+    with LossRecorder(batch) as recorder:
+        (x0,) = batch
+        noise = torch.randn_like(x0)
+        F.mse_loss((0.8 * x0 + 0.6 * noise) @ weight, noise)
+        F.mse_loss(x0 @ weight, x0.new_zeros(8, 2) + x0)  # a value added to a factory's result: traced
+    first, second = recorder.calls
+    assert first.target_keys == frozenset() and first.output_keys == frozenset({0})
+    assert second.target_keys == frozenset({0})

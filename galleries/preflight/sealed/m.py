@@ -204,7 +204,7 @@ HEALTHY: list[SealedCase] = [
     SealedCase(*row)
     for row in (
         (
-            "diffusion_noise_prediction",
+            "diffusion_points_noise_prediction",
             "denoising diffusion (random timestep and noise every step: the loss stays far from 0)",
             m.PointDiffusion,
             point_data,
