@@ -37,8 +37,7 @@ def hard_limit(seconds: float) -> float:
 
 @contextmanager
 def time_budget(seconds: float | None, model: nn.Module | None = None) -> Generator[None, None, None]:
-    """:func:`out_of_time` turns true after ``seconds`` (``None``: never); forwards (of ``model`` when it
-    holds a compiled module, else every module's) raise :class:`BudgetExceeded` after :func:`hard_limit`."""
+    """:func:`out_of_time` after ``seconds`` (``None``: never); forwards raise past :func:`hard_limit`."""
     now = time.thread_time()
     deadline = None if seconds is None else now + seconds
     cap = None if seconds is None else hard_limit(seconds)

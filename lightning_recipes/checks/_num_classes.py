@@ -10,8 +10,7 @@ IGNORE_INDEX = -100  # torch's cross_entropy default; such targets are padding, 
 
 
 def infer_num_classes(output: Tensor | None, targets: Tensor | None) -> tuple[int, str] | None:
-    """``(C, how)`` when ``output`` looks like classification logits for ``targets`` (also channel-first,
-    flattened ``[B*S, V]`` or soft targets), else ``None``."""
+    """``(C, how)`` if ``output`` is logits for ``targets`` (channel-first, flat, soft), else ``None``."""
     if output is None or targets is None or not torch.is_floating_point(output) or output.ndim < 1:
         return None
     out_shape, tgt_shape = list(output.shape), list(targets.shape)

@@ -33,8 +33,7 @@ def check_time_budget(name: str, value: Any, *, allow_default: bool = False) -> 
 
 @dataclass(frozen=True)
 class PreflightOptions:
-    """The options of one preflight run, validated at construction (fields: the guide's *Options* table);
-    a bad value raises ``ValueError`` (``TypeError`` for a flag that is not a bool)."""
+    """One preflight run's options (the guide's *Options* table), validated at construction."""
 
     input_key: Key = None
     target_key: Key = None
@@ -52,11 +51,9 @@ class PreflightOptions:
     def __post_init__(self) -> None:
         check_time_budget("time_budget", self.time_budget)
         check_bool("progress", self.progress)
-        if self.num_classes is not None:
-            check_int("num_classes", self.num_classes, minimum=2)
+        check_int("num_classes", self.num_classes, minimum=2, optional=True)
         check_int("seed", self.seed)
-        if self.num_threads is not None:
-            check_int("num_threads", self.num_threads, minimum=1)
+        check_int("num_threads", self.num_threads, minimum=1, optional=True)
         check_key("input_key", self.input_key)
         check_key("target_key", self.target_key)
         check_time_budget("total_time_budget", self.total_time_budget)

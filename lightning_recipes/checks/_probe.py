@@ -48,8 +48,7 @@ def first_samples(context: CheckContext, count: int) -> tuple[Any, Tensor | None
 def held_out_split(
     context: CheckContext, num_batches: int, num_eval_batches: int, num_samples: int | None
 ) -> tuple[list[Any], list[Any], bool]:
-    """Training and held-out batches: the validation loader's (then ``True``), else the last training ones;
-    :class:`CheckSkipped` without a validation loader and 2 training batches."""
+    """Training and held-out batches: the validation loader's (``True``), else the last training ones."""
     held_out = context.val_batches(num_eval_batches)
     if held_out:
         return context.read_train_batches(num_batches, num_samples), held_out, True
@@ -86,8 +85,7 @@ def replace_entries(batch: Any, changes: dict[Any, Tensor]) -> Any:
 
 
 def model_output(context: CheckContext, model: pl.LightningModule, batch: Any) -> Tensor:
-    """The model's output for ``batch``: ``forward(inputs)``, or, for a ``forward`` that takes more than the
-    input (``forward(x, lengths)``), its output seen while ``training_step`` runs."""
+    """``forward(inputs)``, or, for a ``forward`` that takes more, its output seen in ``training_step``."""
     try:
         return context.batch_output(model, batch)
     except TypeError as err:
@@ -116,8 +114,7 @@ def until_it_reacts(
     measure: Callable[[], T],
     reacts: Callable[[T], bool],
 ) -> tuple[T, int]:
-    """``measure()`` at init and, while not ``reacts`` (a zero-initialised head), after one and two optimizer
-    steps of the copy on ``batch``; the last measurement and the steps."""
+    """``measure()`` at init, then after up to 2 optimizer steps until it ``reacts``; with the steps."""
     optimizers, steps, found = None, 0, measure()
     while not reacts(found) and steps < LOOKS - 1 and model.automatic_optimization:
         was_training = model.training
@@ -147,8 +144,7 @@ def worst(verdicts: dict[str, NoiseVerdict]) -> tuple[str, NoiseVerdict]:
 
 
 def keeping_statistics(model: torch.nn.Module, forward: Callable[[], Any]) -> list[torch.nn.Module]:
-    """The training-mode modules that keep batch statistics: BatchNorm, and any whose float buffers one
-    forward changes (the buffers are put back)."""
+    """Training-mode BatchNorms, and modules whose float buffers one forward changes (put back)."""
     norms: list[torch.nn.Module] = [m for m in model.modules() if isinstance(m, _BatchNorm) and m.training]
     owned = [
         (m, name, b.detach().clone())

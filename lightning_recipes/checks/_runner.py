@@ -30,8 +30,7 @@ MIN_CHECK_BUDGET = 1.0
 
 
 class RunnableCheck(Protocol):
-    """What the runner needs of a check (:class:`~lightning_recipes.checks.SanityCheck` is one; importing it
-    here would make an import circle)."""
+    """What the runner needs of a check (importing ``SanityCheck`` here would make an import circle)."""
 
     @property
     def name(self) -> str: ...
@@ -94,8 +93,7 @@ def run_in_trainer(
     keep: Callable[[PreflightReport], None],
     on_fail: str,
 ) -> bool:
-    """Run ``checks`` with the Trainer's device and loaders, log, print and ``keep`` the report, and
-    :func:`enforce` ``on_fail``; returns whether a check failed on any rank."""
+    """Run ``checks`` in the Trainer, ``keep`` the report, :func:`enforce` ``on_fail``: a fail on any rank?"""
     skipped = [unsupported_strategy(trainer, check.name) for check in checks]
     if all(result is not None for result in skipped):
         report = PreflightReport([result for result in skipped if result is not None])

@@ -54,8 +54,7 @@ def _same_storage(a: Tensor, b: Tensor) -> bool:
 
 
 def other_values(targets: Tensor, seed: int) -> Tensor | None:
-    """A tensor like ``targets`` that differs from it (almost) everywhere, inside the targets' own range
-    (another class present, or another sample's or a mirrored value); ``None``: one value only."""
+    """``targets`` changed (almost) everywhere within their own range; ``None``: one value only."""
     if torch.is_floating_point(targets):
         finite = targets[torch.isfinite(targets)]
         if finite.numel() == 0:
@@ -79,8 +78,7 @@ def other_values(targets: Tensor, seed: int) -> Tensor | None:
 
 
 def _observed(context: CheckContext, model: Any, batch: Any) -> tuple[Tensor | None, Tensor | None, bool]:
-    """The last module output seen while ``training_step`` runs on ``batch``, its loss (seeded), and whether
-    the step differentiated with respect to an input (:class:`~lightning_recipes.harness.ForwardCapture`)."""
+    """The last output seen in a seeded ``training_step``, its loss, and whether it took input gradients."""
     torch.manual_seed(context.seed)
     loss = None
     with torch.no_grad(), context.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
@@ -200,8 +198,7 @@ def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
 
 
 def copy_shares(paired: Tensor, inputs: Tensor, active: Tensor) -> tuple[list[float], list[int]]:
-    """Per offset (``t + 1, t, t - 1, t - 2, t + 2``): the share of ``active`` positions whose class is that
-    input token, and over how many positions."""
+    """Per offset (``t + 1, t, t - 1, t - 2, t + 2``): share of ``active`` positions copying it, and count."""
     shares, counts = [], []
     for shift in (-1, 0, 1, 2, -2):
         if shift >= 0:
@@ -342,8 +339,7 @@ def _encodes_label(x: Tensor, y: Tensor, classes: int) -> Tensor:
 
 
 def _bands_of(x: Tensor, y: Tensor) -> Tensor:
-    """Per feature: bands of a real target, ordered as the target (either way) over every row, with at least
-    two values and fewer than half as many as the rows (a price band, an age group: known after the fact)."""
+    """Per feature: monotone in the target, with 2 to ``N / 2`` values (a price band, an age group)."""
     steps = x[y.argsort()].diff(dim=0)
     ordered = (steps >= 0).all(0) | (steps <= 0).all(0)
     changes = (steps != 0).sum(0)
@@ -386,8 +382,7 @@ def probe_too_good(
     steps: int,
     fraction: float,
 ) -> Probe:
-    """(c) Train a copy ``steps`` steps with the module's optimizer; a held-out loss below ``fraction x ln C``
-    (looked at after 5, 10, 20 ... steps) is too good to be true."""
+    """(c) A copy trained ``steps`` steps with held-out loss below ``fraction x ln C`` is too good."""
     if steps == 0:
         return Probe("turned off (train_steps=0)")
     if not context.model.automatic_optimization:

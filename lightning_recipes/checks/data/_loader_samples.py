@@ -16,8 +16,7 @@ from lightning_recipes.harness.isolation import preserved_loader_rng
 
 @dataclass(frozen=True)
 class ServedIndices:
-    """The dataset indices one epoch of a sampler serves, in order, the batches they fill, and whether the
-    whole epoch was read (``False`` when the cap stopped it)."""
+    """The indices one epoch serves, in order, the batches they fill, and whether the cap cut the epoch."""
 
     indices: list[int]
     batches: int
@@ -58,8 +57,7 @@ def yields_a_batch(loader: Any) -> bool:
 
 
 def dataset_labels(dataset: Any, indices: Sequence[int], target_key: Key) -> Tensor | None:
-    """The integer label of each of ``indices`` in ``dataset``, read as cheaply as the dataset allows;
-    ``None`` when a sample's target is not a single integer."""
+    """The integer label at each of ``indices``, read cheaply; ``None`` unless each is one integer."""
     index = torch.as_tensor(list(indices), dtype=torch.long)
     if isinstance(dataset, Subset):
         parent = torch.as_tensor(list(dataset.indices), dtype=torch.long)
@@ -119,8 +117,7 @@ def distinct_loader(
 
 
 def check_pair(name: str, value: Any, allowed: str, *, descending: bool = False) -> None:
-    """Raise unless ``value`` is a ``(warn, fail)`` pair in ``(0, 1]`` (``(0, 1)`` when ``descending``)
-    ordered ``warn <= fail`` (``fail <= warn`` when ``descending``), naming ``allowed``."""
+    """Raise unless ``value`` is ``(warn, fail)`` in (0, 1] with warn <= fail (reversed if ``descending``)."""
     pair = list(value) if isinstance(value, (tuple, list)) else []
     numbers = len(pair) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pair)
     inside = numbers and all(0 < v < 1 or (v == 1 and not descending) for v in pair)

@@ -22,8 +22,7 @@ Split = tuple[Tensor, Tensor, dict[str, Tensor]]  # one split's inputs, targets 
 
 @dataclass(frozen=True)
 class Relation:
-    """One rule fitted on ``fitted`` (``"train"``/``"val"``) and scored on held-out samples of that split
-    (``own``) and on the other split (``other``)."""
+    """One rule fitted on ``fitted`` (a split), scored held out there (``own``) and on the ``other`` split."""
 
     rule: str
     fitted: str
@@ -128,12 +127,6 @@ def _compare(
     return mean_own, float(other.mean()), math.sqrt(var_own + var_other + 1e-12)
 
 
-def _standardised(fit: Tensor, other: Tensor, pooled: bool) -> tuple[Tensor, Tensor]:
-    """Scaled by the fitted split's spread, or both splits' (``pooled``: training may vary more)."""
-    mean, std = fit.mean(0), (torch.cat([fit, other]) if pooled else fit).std(0).clamp_min(1e-6)
-    return (fit - mean) / std, (other - mean) / std
-
-
 def relations(train: Split, val: Split, classes: int, aligned: bool) -> list[Relation]:
     """Every rule in both directions, fitted on one split's inputs and targets and scored on the other's."""
     found: list[Relation] = []
@@ -144,7 +137,9 @@ def relations(train: Split, val: Split, classes: int, aligned: bool) -> list[Rel
         if aligned:
             found += _per_position(xf, yf, xo, yo, classes, fitted, held)
             continue
-        a, b = _standardised(features(xf), features(xo), fitted == "val")
+        a, b = features(xf), features(xo)  # scaled by the fitted split's spread (fitted on val: both splits')
+        mean, std = a.mean(0), (torch.cat([a, b]) if fitted == "val" else a).std(0).clamp_min(1e-6)
+        a, b = (a - mean) / std, (b - mean) / std
         cross = torch.cdist(b, a)
         within = torch.cdist(a, a).fill_diagonal_(math.inf)
         # training must cover validation, not the reverse (an augmentation of training alone: the guide)
@@ -166,8 +161,7 @@ def relations(train: Split, val: Split, classes: int, aligned: bool) -> list[Rel
 
 
 def neighbours_alike(rows: Tensor, z: float = Z) -> bool:
-    """Whether rows next to each other in order are closer than rows half the set apart, beyond chance at
-    ``z`` standard errors (a trajectory): a held-out half must then not interleave with its fitted half."""
+    """Whether rows next in order are closer than rows half the set apart, beyond ``z`` SE (a trajectory)."""
     half = len(rows) // 2
     if half < 20:
         return False

@@ -37,8 +37,7 @@ class Repeats:
 
     @property
     def within_training(self) -> bool:
-        """Whether validation repeats training no more often than training repeats itself (``own``), beyond
-        ``Z`` standard errors, while training's own repeats are a minority."""
+        """Validation repeats training no more than training repeats itself (a minority), within ``Z`` SE."""
         if self.own is None:
             return False
         across, own, n_across, n_own = self.own
@@ -84,8 +83,7 @@ class Repeats:
 
 
 def repeat_test(train: Tensor, val: Tensor) -> Repeats | None:
-    """The repeat test on feature rows ``train`` ``[N, D]`` and ``val`` ``[M, D]`` (the guide has it);
-    ``None`` when fewer than ``2 x 20`` training or 20 validation samples can be used."""
+    """The repeat test (the guide) on rows ``[N, D]``, ``[M, D]``; ``None`` under 40 training or 20 val."""
     train, val = train[:MAX_KEYS].float(), val[:MAX_QUERIES].float()
     if len(train) < 2 * _SCALE_RANK or len(val) < _SCALE_RANK:
         return None

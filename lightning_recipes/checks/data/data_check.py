@@ -59,8 +59,7 @@ def scan_samples(inputs: Sequence[Tensor | None]) -> tuple[int, int, int, int] |
 def stored_duplicate_fraction(
     loader: Any, inputs: Sequence[Tensor | None], limit: int = 2048
 ) -> float | None:
-    """The share of repeated rows in the dataset's stored float tensor shaped like the served inputs (one row
-    per sample, found as the purity rule finds them), on its first ``limit`` rows; ``None``: none."""
+    """Share of repeats in the first ``limit`` rows of a stored tensor shaped like the inputs, or ``None``."""
     dataset = getattr(loader, "dataset", None)
     shapes = {tuple(x.shape[1:]) for x in inputs if x is not None and x.ndim >= 2}
     try:
@@ -487,8 +486,7 @@ def _outside(labels: Tensor, classes: int | None) -> Tensor:
 
 
 def _finite_loss(context: CheckContext, batch: Any) -> bool:
-    """Whether one training step on a copy returns a finite loss on ``batch`` (NaN in a target reaches a loss
-    only as NaN: a finite loss means the step masks or fills them itself)."""
+    """Whether a copy's training step returns a finite loss on ``batch`` (it masks NaN targets)."""
     try:
         with torch.no_grad():
             return bool(context.training_loss(context.copy_model(), batch).isfinite())  # sync: once
@@ -497,8 +495,7 @@ def _finite_loss(context: CheckContext, batch: Any) -> bool:
 
 
 def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int, bool] | str | None:
-    """``(C, ignore_index, reached)`` of the class-index loss that consumes the labels (``reached``: a label
-    outside ``[0, C)`` other than ``ignore_index`` is in the target it receives), ``"raises"`` or ``None``."""
+    """``(C, ignore_index, reached)`` of the class-index loss on the labels, ``"raises"`` or ``None``."""
     try:
         model = context.copy_model()
         if any(p.device.type != "cpu" for p in model.parameters()):

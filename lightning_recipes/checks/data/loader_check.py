@@ -23,7 +23,7 @@ from lightning_recipes.checks.data._loader_samples import (
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import is_shuffled
-from lightning_recipes.harness.loaders import describe_loader
+from lightning_recipes.harness.loaders import describe_loader, loader_length
 
 __all__ = ["LoaderCheck"]
 
@@ -192,8 +192,7 @@ class LoaderCheck(SanityCheck):
 
 
 def _later_epoch(context: CheckContext, loader: DataLoader[Any]) -> tuple[int, DataLoader[Any]] | None:
-    """A copy of ``loader`` whose sampler (a copy sharing the dataset) is at the planned run's last epoch
-    (epoch 10 when unknown); ``None`` for a sampler without ``set_epoch`` or a distributed one."""
+    """``loader`` with its sampler copied at the last epoch (10 if unknown); ``None``: no ``set_epoch``."""
     sampler = loader.sampler
     if not callable(getattr(sampler, "set_epoch", None)) or isinstance(sampler, DistributedSampler):
         return None
@@ -214,7 +213,8 @@ def _later_epoch(context: CheckContext, loader: DataLoader[Any]) -> tuple[int, D
 def _empty(split: str, loader: Any) -> tuple[str, str]:
     fix = "Make the loader yield at least one batch."
     if isinstance(loader, DataLoader):
-        size, indices, batch_size = _length(loader.dataset), _length(loader.sampler), loader.batch_size
+        size, indices = loader_length(loader.dataset), loader_length(loader.sampler)
+        batch_size = loader.batch_size
         if size == 0:
             fix = "The dataset is empty: check its path, split or filters."
         elif indices == 0:
@@ -227,15 +227,8 @@ def _empty(split: str, loader: Any) -> tuple[str, str]:
 def _batches(loader: Any, served: Any) -> str:
     if served is not None and served.complete:
         return str(served.batches)
-    length = _length(loader)
+    length = loader_length(loader)
     return ">= 1" if length is None else str(length)
-
-
-def _length(obj: Any) -> int | None:
-    try:
-        return len(obj)
-    except Exception:
-        return None
 
 
 def _cheap_labels(dataset: Any) -> bool:
@@ -245,13 +238,13 @@ def _cheap_labels(dataset: Any) -> bool:
     if isinstance(dataset, TensorDataset):
         return True
     targets = getattr(dataset, "targets", None)
-    return isinstance(targets, (list, tuple, torch.Tensor)) and _length(targets) == _length(dataset)
+    sized = isinstance(targets, (list, tuple, torch.Tensor))
+    return sized and loader_length(targets) == loader_length(dataset)
 
 
 @dataclass(frozen=True)
 class ClassShare:
-    """One class: its share of the dataset, of what the loader served, their ratio and the z-score of the
-    served count against a sampler that keeps the dataset's shares (binomial noise)."""
+    """One class: its dataset and served shares, their ratio and the served count's binomial z-score."""
 
     label: int
     dataset_share: float
@@ -268,8 +261,7 @@ class ClassShare:
 def compare_shares(
     dataset: Tensor, served: Tensor, *, reference_is_sample: bool
 ) -> tuple[list[ClassShare], int, int]:
-    """Every class of ``dataset``, rarest first, its share of ``served`` (one epoch) and its count's ``z``
-    (binomial noise, wider when ``dataset`` is a sample: ``reference_is_sample``), and both label counts."""
+    """Every class of ``dataset``, rarest first, with its share of ``served`` and its ``z``; both counts."""
     labels, counts = torch.unique(dataset, return_counts=True)
     total, n = int(counts.sum()), len(served)
     served_counts = {int(k): int(v) for k, v in zip(*torch.unique(served, return_counts=True), strict=True)}

@@ -51,8 +51,7 @@ class LRCurves:
 def lr_curves(
     configs: list[SchedulerConfig], total: int, batches_per_epoch: int | None, accumulate: int = 1
 ) -> LRCurves:
-    """Step ``configs`` (copies) over ``total`` optimizer steps as Lightning's fit loop does, recording every
-    group's LR before each step; a scheduler that raises ends the curve there, with the error."""
+    """Each group's LR before each of ``total`` optimizer steps, stepped as Lightning does, to any error."""
     optimizers = list({id(c.optimizer): c.optimizer for c in configs if c.optimizer is not None}.values())
     groups = [group for optimizer in optimizers for group in optimizer.param_groups]
     labels = [
@@ -107,8 +106,7 @@ class CurveFinding:
 def judge_curve(
     curve: Tensor, base: float, total: int, *, collapse: float, low: float, growth: float
 ) -> CurveFinding | None:
-    """The first rule (``never_warms_up``, ``collapse``, ``grows``; see the guide) one group's LR ``curve``
-    breaks over a planned run of ``total`` steps, judged on what a shorter curve shows; ``None``: sane."""
+    """The first rule (see the guide) an LR ``curve`` breaks over a run of ``total`` steps; ``None``: sane."""
     n = len(curve)
     if n == 0 or base <= 0:
         return None
@@ -344,8 +342,7 @@ def _built_for(context: CheckContext, run: RunLength) -> list[SchedulerConfig]:
 
 
 def _sized_in_steps(context: CheckContext, run: RunLength, where: str) -> dict[str, Any] | None:
-    """A scheduler sized in the run's optimizer steps (its stated length tracks them) but stepped per epoch,
-    so it takes under half its curve; ``None``: none such, or the run cannot tell."""
+    """A scheduler sized in optimizer steps but stepped per epoch (under half its curve), or ``None``."""
     per_epoch, total = run.steps_per_epoch, run.total_steps
     if not total or not per_epoch or per_epoch < 2 or not run.batches_per_epoch:
         return None
@@ -449,8 +446,7 @@ def _monitors(config: Any, monitor: Any = None) -> list[tuple[ReduceLROnPlateau,
 
 
 def plateau_directions(context: CheckContext, config: Any) -> list[dict[str, Any]]:
-    """Per ``ReduceLROnPlateau``: how its monitored value moves while a copy learns one batch, and whether its
-    ``mode`` ``agrees`` (``None``: cannot tell, ``why`` says why)."""
+    """Per ``ReduceLROnPlateau``: its monitor before and after a copy learns, and whether it ``agrees``."""
     monitors = _monitors(config)
     if not monitors:
         return []
@@ -536,8 +532,7 @@ def _described(config: SchedulerConfig) -> str:
 def _collapses_at_any_length(
     configs: list[SchedulerConfig], run: RunLength, collapse: float, low: float
 ) -> dict[str, Any] | None:
-    """Run length unknown: a group whose LR is 0 through all of epoch 0 (``"idle_first_epoch"``), or collapses
-    in epoch 0 for 2 and ``horizon`` epochs alike."""
+    """Run length unknown: an LR at 0 all of epoch 0, or collapsed in epoch 0 for 2 and ``horizon`` epochs."""
     per_epoch = run.steps_per_epoch
     if not per_epoch:
         return None

@@ -285,7 +285,10 @@ class InputIndependenceCheck(SanityCheck):
         fixed = {id(t) for key, t in batch_entries(batch) if key in keep}
         recorder = LossRecorder()
         for (model, optimizers), perm, record in zip(copies, perms, losses):
-            _seed(context.seed + step)  # the same dropout / masking draws in every copy
+            # the same dropout / masking draws in every copy (torch.manual_seed without its per-call overhead)
+            torch.default_generator.manual_seed(context.seed + step)
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                torch.cuda.manual_seed_all(context.seed + step)
             if perm is None:
                 with recorder if any(swap) else nullcontext():
                     record.append(context.optimization_step(model, optimizers, batch, step))
@@ -368,13 +371,6 @@ def _take(batch: Any, rows: Tensor, size: int, fixed: Container[int] = ()) -> An
         return tensor[rows.to(tensor.device)]
 
     return map_tensors(batch, take)
-
-
-def _seed(seed: int) -> None:
-    """``torch.manual_seed`` without its per-call overhead (CPU, and CUDA when in use)."""
-    torch.default_generator.manual_seed(seed)
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.manual_seed_all(seed)
 
 
 def _chunks(batch: Any, context: CheckContext, count: int) -> list[Any]:

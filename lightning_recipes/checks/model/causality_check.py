@@ -80,7 +80,8 @@ class CausalityCheck(SanityCheck):
             is_lm, how = next_token_task(batch, inputs, targets)
             if not is_lm and targets is inputs:  # one sequence: the step may slice input and target from it
                 calls = [c.target for c in context.first_loss_calls() if isinstance(c.target, Tensor)]
-                if any(_ahead(target, inputs) for target in calls):
+                ahead = (_ahead(target, inputs) for target in calls)
+                if any(total > 0 and matches >= _MATCH * total for matches, total in ahead):
                     is_lm, how = True, "the step's loss target is its input sequence one position ahead"
             if not is_lm:
                 raise CheckSkipped(f"not next-token prediction ({how}); `causal=True` forces it.")
@@ -158,15 +159,14 @@ class CausalityCheck(SanityCheck):
         return scale, worst, leak
 
 
-def _ahead(target: Tensor, inputs: Tensor) -> bool:
-    """Whether a loss target holds ``inputs[:, 1:]`` (flattened or not; ignored positions aside)."""
+def _ahead(target: Tensor, inputs: Tensor) -> tuple[int, int]:
+    """Positions of a target (flattened or not) holding ``inputs[:, 1:]``, of its non-ignored positions."""
     ahead = inputs[:, 1:]
     if target.is_floating_point() or target.numel() != ahead.numel():
-        return False
+        return 0, 0
     target, ahead = target.reshape(-1), ahead.reshape(-1)
     valid = target != IGNORE_INDEX
-    total = int(valid.sum())  # sync: once
-    return total > 0 and int(((target == ahead) & valid).sum()) >= _MATCH * total
+    return int(((target == ahead) & valid).sum()), int(valid.sum())  # sync: twice
 
 
 def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -> tuple[bool, str]:
@@ -206,9 +206,7 @@ def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -
         if both and bool(torch.allclose(head.float(), tail.float())):  # sync: once
             return True, shifted
         return False, "targets are not the shifted inputs"
-    valid = head != IGNORE_INDEX
-    total = int(valid.sum())  # sync: once
-    matches = int(((head == tail) & valid).sum())
+    matches, total = _ahead(head, inputs)
     if total > 0 and matches >= _MATCH * total:
         return True, shifted
     share = matches / total if total else 0.0
