@@ -247,3 +247,40 @@ def test_a_step_that_slices_input_and_target_from_one_sequence_is_next_token_pre
     assert leaking.status == "fail" and "one position ahead" in leaking.details["task"], leaking.message
     healthy = _run(SessionLM(masked=True), data)
     assert healthy.status == "pass", healthy.message
+
+
+class AnswerTracer(AdamModule):
+    """Knowledge tracing on ``(skill, correct)`` batches: a GRU reads the attempts and scores, after each one,
+    the answer to the next (BCE on ``correct[:, 1:]``); ``shifted=False`` feeds ``[:, 1:]`` like the targets,
+    so each position reads its own answer."""
+
+    def __init__(self, shifted: bool) -> None:
+        super().__init__()
+        self.shifted = shifted
+        self.embed, self.gru, self.head = (
+            nn.Embedding(12, 16),
+            nn.GRU(16, 16, batch_first=True),
+            nn.Linear(16, 6),
+        )
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        skill, correct = batch
+        seen = slice(None, -1) if self.shifted else slice(1, None)
+        states = self.gru(self.embed(skill[:, seen] + 6 * correct[:, seen].long()))[0]
+        logits = self.head(states).gather(-1, skill[:, 1:, None]).squeeze(-1)
+        return F.binary_cross_entropy_with_logits(logits, correct[:, 1:])
+
+
+def test_a_sequence_entry_that_holds_the_next_targets_is_read_in_order():
+    """The loss target is ``correct[:, 1:]``: the output at position t may read ``correct`` up to t only."""
+    g = torch.Generator().manual_seed(0)
+    skill, correct = torch.randint(6, (64, 10), generator=g), torch.randint(2, (64, 10), generator=g).float()
+    data = {
+        "train_dataloaders": torch.utils.data.DataLoader(torch.utils.data.TensorDataset(skill, correct), 16)
+    }
+    leaking = _run(AnswerTracer(shifted=False), data)
+    assert leaking.status == "fail" and "batch[1] one position ahead" in leaking.details["task"], (
+        leaking.message
+    )
+    assert leaking.details["leak"] == {"output_position": 0, "input_position": 1, "reads_further": False}
+    assert _run(AnswerTracer(shifted=True), data).status == "pass"

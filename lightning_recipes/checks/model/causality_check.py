@@ -11,7 +11,7 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._num_classes import IGNORE_INDEX
-from lightning_recipes.checks._probe import model_output, seeded, until_it_reacts
+from lightning_recipes.checks._probe import entries, model_output, replace_entries, seeded, until_it_reacts
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
@@ -75,14 +75,17 @@ class CausalityCheck(SanityCheck):
         if inputs is None or inputs.ndim < 2 or inputs.shape[1] < 2:
             shape = None if inputs is None else list(inputs.shape)
             raise CheckSkipped(f"the input {shape} is not a sequence [B, S >= 2, ...] (or pass `input_key`).")
-        how = "declared with causal=True"
+        how, key = "declared with causal=True", None
         if self.causal is None:
             is_lm, how = next_token_task(batch, inputs, targets)
-            if not is_lm and targets is inputs:  # one sequence: the step may slice input and target from it
-                calls = [c.target for c in context.first_loss_calls() if isinstance(c.target, Tensor)]
-                ahead = (_ahead(target, inputs) for target in calls)
+            found = [] if is_lm else context.first_loss_calls()
+            calls = [c.target for c in found if isinstance(c.target, Tensor)]
+            for entry_key, _, entry in entries(batch):  # a sequence and its target sliced from one entry
+                ahead = [_ahead(target, entry) for target in calls if entry.ndim >= 2]
                 if any(total > 0 and matches >= _MATCH * total for matches, total in ahead):
-                    is_lm, how = True, "the step's loss target is its input sequence one position ahead"
+                    is_lm, how = True, f"the step's loss target is batch[{entry_key!r}] one position ahead"
+                    inputs, key = entry, entry_key
+                    break
             if not is_lm:
                 raise CheckSkipped(f"not next-token prediction ({how}); `causal=True` forces it.")
         size = batch_size_of(batch, context.input_key) or len(inputs)
@@ -95,7 +98,7 @@ class CausalityCheck(SanityCheck):
 
         def measure() -> tuple[float, float, Any]:
             model.eval()
-            return self._perturbation_test(context, model, batch, inputs, probes)
+            return self._perturbation_test(context, model, batch, inputs, probes, key)
 
         (scale, worst, leak), steps = until_it_reacts(context, model, batch, measure, lambda f: f[0] > 0)
         details: dict[str, Any] = {
@@ -119,10 +122,16 @@ class CausalityCheck(SanityCheck):
         return self.verdict("fail", summary + "largest effect, expected 0", details, action)
 
     def _perturbation_test(
-        self, context: CheckContext, model: Any, batch: Any, inputs: Tensor, probes: list[int]
+        self, context: CheckContext, model: Any, batch: Any, inputs: Tensor, probes: list[int], key: Any
     ) -> tuple[float, float, tuple[int, int, bool] | None]:
         """The largest effect, the largest on an earlier output, and the first leak (output, input, more)."""
         replacement = _replacement(inputs, context.seed)
+
+        def swap(changed: Tensor) -> Any:  # the perturbed sequence in its place in the batch
+            return (
+                context.with_inputs(batch, changed) if key is None else replace_entries(batch, {key: changed})
+            )
+
         seq = int(inputs.shape[1])
 
         def output(batch: Any) -> Tensor:  # [B, S, ...], with the same randomness in every compared pass
@@ -136,7 +145,7 @@ class CausalityCheck(SanityCheck):
                 changed = inputs.clone()
                 changed[:, start:stop] = replacement[:, start:stop]
                 with perturbed("later positions of the sequence replaced"):
-                    moved = output(context.with_inputs(batch, changed))
+                    moved = output(swap(changed))
                 return (moved - base).float().abs().transpose(0, 1).reshape(seq, -1).amax(1)
 
             table = torch.stack([effect(p + 1, seq) for p in probes]).tolist()  # sync: once
@@ -162,7 +171,7 @@ class CausalityCheck(SanityCheck):
 def _ahead(target: Tensor, inputs: Tensor) -> tuple[int, int]:
     """Positions of a target (flattened or not) holding ``inputs[:, 1:]``, of its non-ignored positions."""
     ahead = inputs[:, 1:]
-    if target.is_floating_point() or target.numel() != ahead.numel():
+    if target.numel() != ahead.numel() or target.is_floating_point() != ahead.is_floating_point():
         return 0, 0
     target, ahead = target.reshape(-1), ahead.reshape(-1)
     valid = target != IGNORE_INDEX
@@ -214,9 +223,10 @@ def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -
 
 
 def _replacement(inputs: Tensor, seed: int) -> Tensor:
-    """Different values everywhere: other token ids present in the batch, or shifted floats."""
+    """Different values everywhere: other ids (or whole-number floats: flags, counts) present in the batch,
+    or shifted floats."""
     generator = torch.Generator(device="cpu").manual_seed(seed)
-    if torch.is_floating_point(inputs):
+    if torch.is_floating_point(inputs) and not bool((inputs == inputs.round()).all()):  # sync: once
         noise = torch.randn(inputs.shape, generator=generator).to(inputs.device, inputs.dtype)
         return inputs + noise * (inputs.float().std() + 1.0).to(inputs.dtype)
     pool = torch.unique(inputs)
@@ -237,6 +247,8 @@ def aligned_output(output: Tensor, inputs: Tensor) -> Tensor:
     batch, seq = int(inputs.shape[0]), int(inputs.shape[1])
     if output.shape[:2] != (batch, seq) and output.shape[:1] == (batch * seq,):  # flat: unflatten
         output = output.reshape(batch, seq, *output.shape[1:])
+    if output.ndim >= 2 and output.shape[:2] == (batch, seq - 1):  # a step reading seq[:, :-1]: t is t
+        output = torch.cat([output, torch.zeros_like(output[:, :1])], 1)
     if output.shape[:2] != (batch, seq):
         raise CheckSkipped(f"the output {list(output.shape)} is not [B, S, ...] = [{batch}, {seq}, ...].")
     return output
