@@ -260,7 +260,9 @@ class LossRecorder(TorchFunctionMode):
         ]
         if any(len(found) != 1 for found in axes) or axes[0] == axes[1]:
             return
-        computed = [t.requires_grad for t in tensors]  # the other: a batch tensor, or one drawn without grad
+        computed = [self._is_computed(t) or isinstance(t, nn.Parameter) for t in tensors]
+        if torch.is_grad_enabled():  # the other: a batch tensor, or one drawn from the model without grad
+            computed = [t.requires_grad for t in tensors]
         if computed[0] == computed[1]:
             return
         prediction, other = (tensors[0], tensors[1]) if computed[0] else (tensors[1], tensors[0])

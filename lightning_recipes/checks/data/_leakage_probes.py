@@ -286,8 +286,8 @@ def probe_single_feature(
             if encoded is None and bool(both.any()):
                 encoded = (c, int(both.nonzero()[0, 0]))
         else:
-            scores = _correlation(torch.cat([rows, held_rows]), every.float())
-            banded = _bands_of(torch.cat([rows, held_rows]), every.float())
+            both = torch.cat([rows, held_rows])
+            scores, banded = _correlation(both, every.float()), _bands_of(both, every.float())
             if encoded is None and bool(banded.any()) and not context.target_guessed():
                 encoded = (c, int(banded.nonzero()[0, 0]))
         value, where = scores.max(0)

@@ -18,6 +18,7 @@ from lightning_recipes._validation import check_int
 from lightning_recipes.checks import _probe
 from lightning_recipes.checks._probe import replace_entries, worst
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
+from lightning_recipes.checks.model.causality_check import _replacement
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
@@ -296,8 +297,7 @@ class PaddingCheck(SanityCheck):
         if not count:
             raise CheckSkipped("padded on the left, but no row is short enough to tell how it is read.")
         changed, skipped = inputs.clone(), skipped.to(inputs.device)
-        shift = 2 * float(inputs.float().std()) + 1 if inputs.is_floating_point() else 0  # sync: once
-        changed[skipped] = changed[skipped] + shift if shift else changed[skipped].roll(1)
+        changed[skipped] = _replacement(inputs, context.seed)[skipped]  # causality's: other values in range
         first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))
         with perturbed("real positions past `lengths` changed (the batch is padded on the left)"):
             moved = _observe(context, model, replace_entries(batch, {input_key: changed}), context.seed)
