@@ -226,3 +226,19 @@ def test_one_value_samples_that_repeat_within_training_are_chance_not_overlap():
     result = SplitOverlapCheck().run(CheckContext(MLP(1), data["train_dataloaders"], data["val_dataloaders"]))
     assert result.status == "pass", result.message
     assert result.details["val_exact"] == 256 and result.details["chance_rate"] > 0.9
+
+
+def test_rows_copied_entry_for_entry_fail_where_the_ids_alone_repeat_by_chance():
+    """(user, item, rating) rows: ids repeat across any two splits, a whole row with its noisy rating only
+    when validation rows were also trained on (sealed gallery G); the same id pairs rated again pass."""
+    g = torch.Generator().manual_seed(0)
+    user, item = torch.randint(0, 30, (1024,), generator=g), torch.randint(0, 20, (1024,), generator=g)
+    rating = torch.randn(1024, generator=g)
+    train = DataLoader(TensorDataset(user, item, rating), batch_size=64)
+    copied = DataLoader(TensorDataset(user[:256], item[:256], rating[:256].clone()), batch_size=64)
+    rerated = DataLoader(TensorDataset(user[:256], item[:256], torch.randn(256, generator=g)), batch_size=64)
+    result = SplitOverlapCheck().run(CheckContext(MLP(1), train, copied))
+    assert result.status == "fail" and result.details["val_rows_copied"] == 256, result.message
+    assert "entry for entry" in result.summary and len(result.summary) <= 120
+    passed = SplitOverlapCheck().run(CheckContext(MLP(1), train, rerated))
+    assert passed.status == "pass" and passed.details["val_rows_copied"] == 0, passed.message

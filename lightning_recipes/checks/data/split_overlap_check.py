@@ -18,6 +18,7 @@ from lightning_recipes.checks.data._relation import features
 from lightning_recipes.checks.data._split_repeats import MAX_KEYS, repeat_level, repeats_of
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.walk import tensors_of
 
 __all__ = ["SplitOverlapCheck"]
 
@@ -90,8 +91,9 @@ class SplitOverlapCheck(SanityCheck):
             raise CheckSkipped("no validation loader: pass `val_dataloaders=` (or a datamodule with one)")
         if (shared := self._shared_dataset(context.train_dataloader, context.val_dataloader)) is not None:
             return shared
-        train = self._inputs(context, context.train_batches(self.num_batches), "training")
-        val = self._inputs(context, context.val_batches(self.num_batches), "validation")
+        train_batches, val_batches = context.train_batches(n := self.num_batches), context.val_batches(n)
+        train = self._inputs(context, train_batches, "training")
+        val = self._inputs(context, val_batches, "validation")
         train_keys, val_keys = _hashes(train), _hashes(val)
         train_blank, val_blank = _blank(train), _blank(val)
 
@@ -114,12 +116,18 @@ class SplitOverlapCheck(SanityCheck):
         if dense:  # neighbours sit within the near threshold (windows of one series): only copies count
             near = dict(exact)  # against the same chance rate: no verdict gets stronger on dense data
             method = f"exact only: {chance_matches} training samples are near another"
-        excess = max(0.0, len(near) - chance_rate * usable_val)
-        # binomial noise of the matches expected by chance, and of the chance rate measured on training
-        noise = (chance_rate * (1 - chance_rate) * usable_val * (1 + usable_val / usable_train)) ** 0.5
-        excess = excess if excess > Z * noise else 0.0
         coverage, total = _coverage(context.train_dataloader, len(train))
+        excess = _excess(len(near), chance_rate, usable_val, usable_train)
         estimate = min(1.0, excess / usable_val / coverage)
+        # whole rows, every entry (the target too): ids repeat by chance, (user, item, rating) rows do not
+        row_keys = [k for k, b in zip(_row_hashes(context, train_batches), train_blank, strict=True) if not b]
+        val_rows = [k for k, b in zip(_row_hashes(context, val_batches), val_blank, strict=True) if not b]
+        row_counts = Counter(row_keys)
+        rows_copied = sum(k in row_counts for k in val_rows)
+        row_chance = sum(c for c in row_counts.values() if c > 1) / max(1, len(row_keys))
+        row_excess = _excess(rows_copied, row_chance, len(val_rows), len(row_keys))
+        if row_excess and row_excess / len(val_rows) / coverage > estimate:
+            excess, estimate = row_excess, min(1.0, row_excess / len(val_rows) / coverage)
         repeats = repeats_of(train, val, train_blank, val_blank)
         repeat_estimate = 0.0
         if repeats is not None:
@@ -132,6 +140,7 @@ class SplitOverlapCheck(SanityCheck):
             "train_dataset_size": total,
             "val_exact": len(exact),
             "val_near": len(near),
+            "val_rows_copied": rows_copied,
             "train_duplicates": train_duplicates,
             "chance_rate": chance_rate,
             "estimated_overlap": estimate,
@@ -147,6 +156,9 @@ class SplitOverlapCheck(SanityCheck):
             f"{len(near)} of {usable_val} validation samples repeat a training sample ({len(exact)} exact; "
             f"{chance_rate:.1%} by chance), ~{max(estimate, repeat_estimate):.0%} of validation"
         )
+        if excess == row_excess > 0:
+            found = f"{rows_copied} of {len(val_rows)} validation rows repeat a training row entry for entry "
+            found += f"(target too; {row_chance:.1%} by chance), ~{estimate:.0%} of validation"
         if repeats is not None and repeat_estimate > estimate:  # the repeat test decides: say what it saw
             found = f"{repeats.flagged} of {repeats.queries} validation samples sit nearer training than "
             found += f"chance allows ({repeats.expected:.1f} expected, p = {repeats.chance_p:.0e}): "
@@ -236,6 +248,24 @@ class SplitOverlapCheck(SanityCheck):
         details = {"estimated_overlap": fraction, "measured": fraction, "shared_indices": sorted(shared)[:5]}
         status: Literal["fail", "warn"] = "fail" if fraction >= self.fail_fraction else "warn"
         return self.verdict(status, summary, details, action="Draw both splits from one random_split.")
+
+
+def _excess(matches: int, chance_rate: float, queries: int, searched: int) -> float:
+    """Matches beyond chance, or 0 within ``Z`` binomial standard errors (of the chance rate measured on
+    ``searched`` training samples too)."""
+    excess = max(0.0, matches - chance_rate * queries)
+    noise = (chance_rate * (1 - chance_rate) * queries * (1 + queries / max(1, searched))) ** 0.5
+    return excess if excess > Z * noise else 0.0
+
+
+def _row_hashes(context: CheckContext, batches: list[Any]) -> list[bytes]:
+    """One key per sample over every per-sample tensor of its batch (inputs, targets, metadata)."""
+    keys: list[bytes] = []
+    for batch in batches:
+        size = len(context.split(batch)[0])  # type: ignore[arg-type]
+        parts = [_hashes(list(t)) for t in tensors_of(batch) if t.ndim and len(t) == size]
+        keys += [b"".join(sample) for sample in zip(*parts, strict=True)]
+    return keys
 
 
 def _coverage(loader: Any, read: int) -> tuple[float, int | None]:
