@@ -97,6 +97,7 @@ class TrialRecorder(Callback):
         self.trained: dict[int, Tensor] = {}
         self.val_weights: dict[int, Tensor] = {}
         self.handles: list[RemovableHandle] = []
+        self.hooked: set[int] = set()
         self.owner: dict[int, int] = {}
         self.opt_params: list[list[Tensor]] = []
         self.contrib: dict[int, Tensor] = {}
@@ -106,6 +107,8 @@ class TrialRecorder(Callback):
         self.received: set[int] = set()
         self.with_grad_at_lr: set[int] = set()  # non-zero grad at a step with lr > 0
         self.ever_changed: set[int] = set()
+        self.epoch_end: dict[int, Tensor] = {}  # the trained parameters when an epoch ended
+        self.rewritten: set[int] = set()  # trained parameters changed between epochs, outside any step
         self.lr_positive = False
         self.backward_id = 0
         self.steps: list[StepRecord] = []
@@ -134,18 +137,23 @@ class TrialRecorder(Callback):
         self.params = {id(p): p for _, p in self.model.named_parameters()}
         self.initial = self._snapshot()
         self.min_batches = _min_batches(self.model)
-        trainable = [p for p in self.params.values() if p.requires_grad]
-        if trainable:
-            self.handles.append(
-                torch.autograd.graph.register_multi_grad_hook(trainable, self._new_backward, mode="any")
-            )
-        for p in trainable:
-            self.handles.append(p.register_hook(functools.partial(self._contribution, id(p))))
+        self._hook_trainable()
         for name, module in self.model.named_modules():
             depth = 0 if name == "" else name.count(".") + 1
             self.handles.append(
                 module.register_forward_pre_hook(functools.partial(self._module_ran, name, depth))
             )
+
+    def _hook_trainable(self) -> None:
+        """Hook the parameters that require grad and have no hook yet (also ones unfrozen in training)."""
+        new = [p for pid, p in self.params.items() if p.requires_grad and pid not in self.hooked]
+        self.hooked.update(id(p) for p in new)
+        if new:
+            self.handles.append(
+                torch.autograd.graph.register_multi_grad_hook(new, self._new_backward, mode="any")
+            )
+        for p in new:
+            self.handles.append(p.register_hook(functools.partial(self._contribution, id(p))))
 
     def _snapshot(self) -> dict[int, Tensor]:
         return {pid: p.detach().clone() for pid, p in self.params.items()}
@@ -234,6 +242,11 @@ class TrialRecorder(Callback):
     ) -> None:
         self.batch_index += 1
         self._batch_backward_losses = []
+        self._hook_trainable()
+        for pid, value in self.epoch_end.items():  # the epoch hooks between have run
+            if not torch.equal(self.params[pid].detach(), value):
+                self.rewritten.add(pid)
+        self.epoch_end = {}
         if self.batch_index == 1:
             self.first_train_inputs = self.train_inputs
         self.train_inputs = {}
@@ -270,6 +283,10 @@ class TrialRecorder(Callback):
         if len(losses) < self.min_batches or not math.isfinite(first):
             return False
         return all(first - v >= self.fit_ratio * abs(first) for v in losses[-2:])
+
+    @override
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.epoch_end = {pid: self.params[pid].detach().clone() for pid in self.owner if pid in self.params}
 
     @override
     def on_sanity_check_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -414,7 +431,8 @@ class TrialFit:
     """What :func:`trial_fit` recorded: ``automatic`` (``automatic_optimization``), the ``optimizers``' class
     names, every ``steps`` (:class:`StepRecord`), ``train_losses`` per batch (returned, else the sum passed to
     ``manual_backward``, else ``nan``), the parameters that ``received_grad``, those ``not_in_optimizer``,
-    those ``never_changed`` though they had a gradient at a step with ``lr > 0``, ``lr_positive``,
+    those ``never_changed`` though they had a gradient at a step with ``lr > 0``, those ``rewritten`` between
+    two epochs (``epochs``: repeats of ``steps / epochs`` batches) outside any step, ``lr_positive``,
     ``samples``, why it ``stopped`` (``"budget"``, ``"fitted"``, ``""``), the ``validation`` view (``None``:
     no ``validation_step``) and the wall ``seconds``."""
 
@@ -425,6 +443,7 @@ class TrialFit:
     received_grad: list[str]
     not_in_optimizer: list[str]
     never_changed: list[str]
+    rewritten: list[str]
     lr_positive: bool
     samples: int | None
     stopped: str
@@ -438,6 +457,7 @@ def trial_fit(
     steps: int = 30,
     max_samples: int = 64,
     fit_ratio: float = 0.5,
+    epochs: int = 1,
     should_stop: Callable[[], bool] | None = None,
     cache: bool = True,
     validate: bool = True,
@@ -459,8 +479,9 @@ def trial_fit(
     """
     check_int("steps", steps, minimum=1)
     check_int("max_samples", max_samples, minimum=1)
+    check_int("epochs", epochs, minimum=1)
     check_in_range("fit_ratio", fit_ratio, 0, 1, low_open=True)
-    key, cache = (steps, max_samples), cache and validate
+    key, cache = (steps, max_samples), cache and validate and epochs == 1
     cached = _CACHE.get(harness, {}).get(key) if cache else None
     if cached is not None:
         return cached
@@ -476,7 +497,7 @@ def trial_fit(
         batch = harness.read_raw_batches(1, max_samples)[0]
         model = harness.copy_model()
         recorder = TrialRecorder(model, should_stop or (lambda: False), fit_ratio)
-        view = _fit(harness, model, batch, recorder, steps, validate)
+        view = _fit(harness, model, batch, recorder, steps, validate, epochs)
     received, in_optimizer = recorder.received, set(recorder.owner)
     result = TrialFit(
         automatic=model.automatic_optimization,
@@ -486,6 +507,7 @@ def trial_fit(
         received_grad=recorder.param_names(received),
         not_in_optimizer=recorder.param_names(received - in_optimizer),
         never_changed=recorder.param_names(recorder.with_grad_at_lr - recorder.ever_changed),
+        rewritten=recorder.param_names(recorder.rewritten),
         lr_positive=recorder.lr_positive,
         samples=batch_size_of(batch, harness.input_key),
         stopped=recorder.stopped,
@@ -504,6 +526,7 @@ def _fit(
     recorder: TrialRecorder,
     steps: int,
     validate: bool,
+    epochs: int = 1,
 ) -> ValidationView | None:
     """Fit ``model`` on ``batch`` under ``recorder``; the validation view (``None``: no validation)."""
     has_validation = validate and is_overridden("validation_step", model, pl.LightningModule)
@@ -513,7 +536,7 @@ def _fit(
             trainer = silent_trainer(
                 default_root_dir=root,
                 max_steps=steps,
-                max_epochs=1,
+                max_epochs=epochs,
                 # validation of the batch before training (Lightning's sanity check, after `on_fit_start`,
                 # as in a real run) and after it (the end of the epoch, or the early stop)
                 limit_val_batches=1.0 if has_validation else 0,
@@ -522,11 +545,12 @@ def _fit(
                 device=harness.device,
                 **({"precision": precision} if isinstance(precision, str) else {}),
             )
+            per_epoch = _Repeated(batch, math.ceil(steps / epochs))
             if not has_validation:
-                trainer.fit(model, train_dataloaders=_Repeated(batch, steps))
+                trainer.fit(model, train_dataloaders=per_epoch)
                 return None
             model.validation_step = recorder.wrap_validation_step(model.validation_step)  # type: ignore[method-assign]
-            trainer.fit(model, train_dataloaders=_Repeated(batch, steps), val_dataloaders=_Repeated(batch, 1))
+            trainer.fit(model, train_dataloaders=per_epoch, val_dataloaders=_Repeated(batch, 1))
             if "after" not in recorder.val:  # the fit ended without validating: validate once more
                 trainer.validate(model, dataloaders=_Repeated(batch, 1), verbose=False)
             return _validation_view(recorder)

@@ -283,3 +283,37 @@ class FitStartEMA(AutoMLP):
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         x, y = batch
         self.log("val_loss", F.cross_entropy(self.ema(x), y))
+
+
+class StagedMLP(AutoMLP):
+    """The first layer frozen for one epoch (the head warms up), unfrozen from the second; ``trainable_only``
+    (the BUG): the optimizer holds only the parameters trainable when it is built."""
+
+    def __init__(self, trainable_only: bool = False) -> None:
+        super().__init__()
+        self.trainable_only = trainable_only
+        self.net[0].requires_grad_(False)
+
+    def on_train_epoch_start(self) -> None:
+        if self.current_epoch == 1:
+            self.net[0].requires_grad_(True)
+
+    def configure_optimizers(self) -> Any:
+        params = [p for p in self.parameters() if p.requires_grad or not self.trainable_only]
+        return torch.optim.Adam(params, lr=self.lr)
+
+
+class HeadInitMLP(AutoMLP):
+    """A custom head initialisation in ``hook``: ``"on_fit_start"`` (once) or ``"on_train_epoch_start"`` (the
+    BUG: every epoch throws the trained head away)."""
+
+    def __init__(self, hook: str = "on_fit_start") -> None:
+        super().__init__()
+        setattr(self, hook, self._init_head)
+
+    def _init_head(self) -> None:
+        nn.init.normal_(self.net[-1].weight, std=0.01)
+        nn.init.zeros_(self.net[-1].bias)
+
+    def on_train_epoch_end(self) -> None:  # an epoch hook of its own: the 3-epoch trial runs for both
+        self.log("epoch_done", float(self.current_epoch))

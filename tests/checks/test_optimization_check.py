@@ -174,3 +174,28 @@ def test_an_unstepped_optimizer_of_frozen_or_lr_0_parameters_is_not_a_failure(mo
     result = _run(model)
     assert result.status == "pass", result.message
     assert result.details["never_stepped"] == []
+
+
+def test_parameters_unfrozen_in_a_later_epoch_must_be_in_the_optimizer():
+    """Frozen for one epoch, unfrozen from the second: the 3-epoch trial sees their gradients; an optimizer
+    built from the parameters trainable at the start never steps them (sealed galleries E and H)."""
+    result = _run(M.StagedMLP(trainable_only=True))
+    assert result.status == "fail", result.message
+    assert result.details["not_in_optimizer"] == ["net.0.bias", "net.0.weight"]
+    assert "in no optimizer" in result.summary and len(result.summary) <= 120
+    healthy = _run(M.StagedMLP())
+    assert healthy.status == "pass" and healthy.details["rewritten_between_epochs"] == [], healthy.message
+
+
+def test_trained_parameters_rewritten_by_an_epoch_hook_fail():
+    """A head initialised in ``on_train_epoch_start`` loses its training every epoch (sealed gallery E);
+    the same initialisation in ``on_fit_start`` runs once and passes."""
+    model = M.HeadInitMLP("on_train_epoch_start")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    result = _run(model)
+    assert result.status == "fail", result.message
+    assert result.details["rewritten_between_epochs"] == ["net.4.bias", "net.4.weight"]
+    assert "rewritten between epochs" in result.summary and len(result.summary) <= 120
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # the user's model untouched
+    healthy = _run(M.HeadInitMLP("on_fit_start"))
+    assert healthy.status == "pass" and healthy.details["rewritten_between_epochs"] == [], healthy.message

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import lightning.pytorch as pl
+from lightning.pytorch.utilities.model_helpers import is_overridden
 from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int
@@ -26,6 +28,7 @@ CARRIED = 0.5
 #: ``|g - c / k| / |c / k|`` at most, for a step over ``k >= 2`` backward passes that used only the last one's
 #: gradients (the trial repeats one batch, so each pass of a window contributes the same ``c / k``).
 LAST_ONLY = 0.02
+_EPOCH_HOOKS = ("on_train_epoch_start", "on_train_epoch_end")  # a model with these gets a 3-epoch trial
 
 
 class OptimizationCheck(SanityCheck):
@@ -91,11 +94,17 @@ class OptimizationCheck(SanityCheck):
             "cleared_steps": [s.batch for s, (kind, _) in zip(fit.steps, kinds) if kind == "cleared"],
             "scaled_steps": sum(1 for kind, _ in kinds if kind in ("scaled", "last_only")),
             "last_backward_only_steps": [{"batch": s.batch, "backwards": s.backwards} for s in last_only],
-            "not_in_optimizer": fit.not_in_optimizer,
         }
         details["never_stepped"] = idle = _never_stepped(context, per_optimizer, set(fit.received_grad))
+        rewritten, lost = [], fit.not_in_optimizer
+        if any(is_overridden(hook, context.model, pl.LightningModule) for hook in _EPOCH_HOOKS):
+            # the state the epoch hooks leave behind: 3 epochs of 2 batches (unfreezing, re-initialising)
+            epochs = trial_fit(context, steps=6, max_samples=self.max_samples, epochs=3, validate=False)
+            rewritten = details["rewritten_between_epochs"] = epochs.rewritten
+            lost = sorted({*lost, *epochs.not_in_optimizer})
         if not fit.steps and not fit.received_grad:
             raise CheckSkipped(f"no optimizer step and no gradient in {len(fit.train_losses)} trial batches.")
+        details["not_in_optimizer"] = lost
         where = f"{len(fit.steps)} step(s) in {len(fit.train_losses)} batches ({details['optimization']})"
         if not fit.steps:  # the most basic first
             summary = f"{where}: {len(fit.received_grad)} parameter(s) got gradients; no optimizer.step()"
@@ -118,7 +127,10 @@ class OptimizationCheck(SanityCheck):
             params = f"{idle[0]['with_grad']} params with gradients: {listed(idle[0]['params'], width=30)}"
             summary = f"{where}: optimizer {idle[0]['optimizer']} never stepped; {params}"
             action = "Step every optimizer whose params get gradients, or freeze them (requires_grad=False)."
-        elif lost := fit.not_in_optimizer:
+        elif rewritten:
+            summary = f"{len(rewritten)} trained parameter(s) rewritten between epochs: {listed(rewritten)}"
+            action = "Initialise once (__init__, setup or on_fit_start), not in an epoch hook."
+        elif lost:
             summary = f"{len(lost)} parameter(s) get gradients but are in no optimizer: {listed(lost)}"
             action = "Build the optimizer from self.parameters(), or add these modules to a param group."
         elif still := fit.never_changed:
