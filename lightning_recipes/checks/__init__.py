@@ -8,7 +8,7 @@ Example:
      'overfit_batch', 'input_independence']
 """
 
-import importlib
+import sys
 
 from lightning_recipes._deprecation import moved_module
 from lightning_recipes.checks.base import SanityCheck, perturbed
@@ -72,6 +72,4 @@ __all__ = [
 
 # The checks' modules before they were grouped by stage (issue #34): still importable, with a warning.
 for _check in CHECKS.values():  # e.g. checks.grad_flow_check -> checks.model.grad_flow_check
-    moved_module(
-        f"{__name__}.{_check.__module__.rsplit('.', 1)[1]}", importlib.import_module(_check.__module__)
-    )
+    moved_module(f"{__name__}.{_check.__module__.rsplit('.', 1)[1]}", sys.modules[_check.__module__])

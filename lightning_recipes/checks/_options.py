@@ -24,9 +24,8 @@ def check_time_budget(name: str, value: Any, *, allow_default: bool = False) -> 
     if value is None or (allow_default and value == "default"):
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        allowed = "a positive number of seconds, None (unlimited)" + (
-            ' or "default"' if allow_default else ""
-        )
+        allowed = "a positive number of seconds, None (unlimited)"
+        allowed += ' or "default"' if allow_default else ""
         raise ValueError(f"`{name}` must be {allowed}, got {value!r}.")
     check_positive(name, value)
 

@@ -112,10 +112,8 @@ def run_in_trainer(
 def warn_unjudged(report: PreflightReport) -> None:
     """Warn (rank zero) when a check raised an error or no check could judge the model."""
     if report.errors:
-        rank_zero_warn(
-            "preflight: a check could not finish, so it verified nothing:\n"
-            + "\n".join(f"- {r.name}: {r.message}" for r in report.errors)
-        )
+        errors = "\n".join(f"- {r.name}: {r.message}" for r in report.errors)
+        rank_zero_warn(f"preflight: a check could not finish, so it verified nothing:\n{errors}")
     elif not report.failures and report.not_ok_reason is not None:
         rank_zero_warn(f"preflight: {report.not_ok_reason}.")
 

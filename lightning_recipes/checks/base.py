@@ -44,16 +44,13 @@ def error_result(name: str, err: BaseException) -> CheckResult:
     """The ``error`` result of check ``name`` that raised ``err``, with where it was raised and what to do."""
     frames = traceback.extract_tb(err.__traceback__)
     where = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+    action = "If your code raised it, pass `input_key`/`target_key` or leave this check out; else report it."
     if isinstance(err, RuntimeError) and "not attached to a `Trainer`" in str(err):
         user = next((f for f in reversed(frames) if "/lightning/" not in f.filename.replace("\\", "/")), None)
         line = f" ({user.filename}:{user.lineno}: `{user.line}`)" if user is not None and user.line else ""
         action = (
             f"Your code reads `self.trainer`{line}, and the check runs it on a copy with no Trainer: use "
             "`self.global_step`/`self.current_epoch`, or guard it with `if self._trainer is not None:`."
-        )
-    else:
-        action = (
-            "If your code raised it, pass `input_key`/`target_key` or leave this check out; else report it."
         )
     summary = f"the check raised {type(err).__name__} and says nothing about the model"
     details = {"error": f"{type(err).__name__}: {err}", "where": where}

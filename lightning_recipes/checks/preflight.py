@@ -109,9 +109,8 @@ def preflight(
     max_steps: int | None = None,
 ) -> PreflightReport:
     """Run the sanity checks on ``model`` with its data, before training, and return a
-    :class:`PreflightReport` (``.ok``: no fail, no error and at least one verdict). The checks run in the
-    order of :data:`CHECKS` on copies; the stages and the other keyword options are in
-    ``docs/guides/preflight.md`` (*Options*).
+    :class:`PreflightReport`. The checks run in the order of :data:`CHECKS` on copies; the stages and the
+    other keyword options are in ``docs/guides/preflight.md`` (*Options*).
 
     Args:
         model: The ``LightningModule`` to check.

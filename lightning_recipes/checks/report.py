@@ -239,9 +239,8 @@ class PreflightReport:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PreflightReport:
-        return cls(
-            [CheckResult.from_dict(r) for r in data.get("results", [])], float(data.get("seconds", 0.0))
-        )
+        results = [CheckResult.from_dict(r) for r in data.get("results", [])]
+        return cls(results, float(data.get("seconds", 0.0)))
 
     def raise_for_failures(self) -> None:
         """Raise :class:`PreflightError` listing every failed check and every check that raised an error (or

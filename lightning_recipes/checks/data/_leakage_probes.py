@@ -233,9 +233,8 @@ def _columns(
     found = []
     for key, label, tensor in entries(train[0]):
         shape = tuple(tensor.shape[1:])
-        if tensor is targets or tensor.ndim == 0 or tensor.shape[0] != size or tensor.is_complex():
-            continue
-        if math.prod(shape) > MAX_FEATURES:
+        per_sample = tensor is not targets and tensor.ndim > 0 and tensor.shape[0] == size
+        if not per_sample or tensor.is_complex() or math.prod(shape) > MAX_FEATURES:
             continue
         rows = []
         for part in (train, held):
@@ -269,9 +268,8 @@ def probe_single_feature(
         return Probe("no batch tensor with one row per sample besides the target")
     every = torch.cat([y_train, y_held])
     values, integral = torch.unique(every), bool((every == every.round()).all())
-    classes = (
-        len(values) if not y_train.is_floating_point() or (integral and len(values) <= MAX_CLASSES) else 0
-    )
+    categorical = not y_train.is_floating_point() or (integral and len(values) <= MAX_CLASSES)
+    classes = len(values) if categorical else 0
     if classes == 1:
         return Probe("the labels hold one class")
     if classes:
@@ -401,9 +399,8 @@ def probe_too_good(
         step = look
         model.eval()
         with torch.no_grad():
-            loss = float(
-                torch.stack([context.training_loss(model, b, i).float() for i, b in enumerate(held)]).mean()
-            )
+            losses = [context.training_loss(model, b, i).float() for i, b in enumerate(held)]
+            loss = float(torch.stack(losses).mean())
         model.train()
         looks.append({"step": step, "loss": loss})
         if loss < bound or step >= steps:

@@ -30,7 +30,6 @@ def served_indices(loader: Any, max_indices: int) -> ServedIndices | None:
     source: Any = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
     indices: list[int] = []
     batches = 0
-    complete = True
     try:
         with preserved_loader_rng(loader):
             for item in source:
@@ -38,11 +37,10 @@ def served_indices(loader: Any, max_indices: int) -> ServedIndices | None:
                 indices.extend(int(i) for i in items)
                 batches += 1
                 if len(indices) >= max_indices:
-                    complete = False
-                    break
+                    return ServedIndices(indices, batches, complete=False)
     except (TypeError, ValueError):  # indices that are not integers (keys of a custom dataset)
         return None
-    return ServedIndices(indices, batches, complete)
+    return ServedIndices(indices, batches, complete=True)
 
 
 def yields_a_batch(loader: Any) -> bool:
@@ -109,11 +107,8 @@ def distinct_loader(
 ) -> DataLoader[Any]:
     """A loader over the distinct ``indices`` of ``loader``'s dataset, with its batch size and collate."""
     unique = list(dict.fromkeys(indices))
-    return DataLoader(
-        Subset(loader.dataset, unique),
-        batch_size=loader.batch_size or batch_size or 1,
-        collate_fn=loader.collate_fn,
-    )
+    size = loader.batch_size or batch_size or 1
+    return DataLoader(Subset(loader.dataset, unique), batch_size=size, collate_fn=loader.collate_fn)
 
 
 def check_pair(name: str, value: Any, allowed: str, *, descending: bool = False) -> None:

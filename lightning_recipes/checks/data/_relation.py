@@ -81,9 +81,8 @@ def lookup_scores(fit: Tensor, y_fit: Tensor, held: Tensor, y_held: Tensor, clas
     new = torch.ones_like(ordered, dtype=torch.bool)
     new[1:] = ordered[1:] != ordered[:-1]
     positions = torch.linspace(0, len(fit) - 1, _BINS + 1)[1:-1].round().long()
-    exact = torch.full((_BINS, fit.shape[1]), math.inf).scatter_(
-        0, (new.cumsum(0) - 1).clamp(max=_BINS - 1), ordered
-    )
+    slots = (new.cumsum(0) - 1).clamp(max=_BINS - 1)  # rank among distinct values (the last bin: the rest)
+    exact = torch.full((_BINS, fit.shape[1]), math.inf).scatter_(0, slots, ordered)
     edges = torch.where(new.sum(0) <= _BINS, exact[: _BINS - 1], ordered[positions]).T.contiguous()
     rows = _targets(y_fit, classes)
     bins = torch.searchsorted(edges, fit.T.contiguous())  # [D, N]
@@ -92,9 +91,8 @@ def lookup_scores(fit: Tensor, y_fit: Tensor, held: Tensor, y_held: Tensor, clas
     )
     counts = torch.zeros(fit.shape[1], _BINS).scatter_add_(1, bins, torch.ones_like(bins, dtype=torch.float))
     table = torch.where(counts[..., None] > 0, table / counts.clamp_min(1)[..., None], rows.mean(0))
-    predicted = table.gather(
-        1, torch.searchsorted(edges, held.T.contiguous())[..., None].expand(-1, -1, rows.shape[1])
-    )
+    held_bins = torch.searchsorted(edges, held.T.contiguous())[..., None]  # [D, M, 1]
+    predicted = table.gather(1, held_bins.expand(-1, -1, rows.shape[1]))
     return _scores(predicted, y_held, classes, rows)  # [D, M]
 
 
@@ -119,10 +117,8 @@ def _compare(
         return 0.0, 0.0, math.inf
     weights = weights / weights.sum()
     mean_own = float((weights * own).sum())
-    var_own = (
-        float((weights.square() * (own - mean_own).square()).sum())
-        * dependence_factor(own, weights, DEPENDENCE_Z) ** 2
-    )
+    spread = float((weights.square() * (own - mean_own).square()).sum())
+    var_own = spread * dependence_factor(own, weights, DEPENDENCE_Z) ** 2
     var_other = _mean_variance(other)
     return mean_own, float(other.mean()), math.sqrt(var_own + var_other + 1e-12)
 
@@ -153,9 +149,8 @@ def relations(train: Split, val: Split, classes: int, aligned: bool) -> list[Rel
         if xf.is_floating_point() and len(yf) > 2 * _K and int(near.sum()) >= 20:
             own = _neighbour_scores(within, yf, yf, classes)
             scored = _neighbour_scores(cross[near], yf, yo[near], classes)
-            found.append(
-                Relation("nearest neighbours", fitted, *_compare(own, yf, scored, yo[near], classes), Z_FLOOR)
-            )
+            compared = _compare(own, yf, scored, yo[near], classes)
+            found.append(Relation("nearest neighbours", fitted, *compared, Z_FLOOR))
         found += _one_feature(groups, yf, other, yo, classes, fitted, held, lone)
     return found
 

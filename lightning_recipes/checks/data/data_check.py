@@ -1,5 +1,4 @@
-"""The ``data`` check: the data is finite, varied, labelled in range, pure (reading it does not change it)
-and paired (each input with its own target: the input-target relation is the same in both splits)."""
+"""The ``data`` check: the data is finite, varied, labelled in range, pure and paired (:class:`DataCheck`)."""
 
 from __future__ import annotations
 
@@ -142,12 +141,10 @@ class DataCheck(SanityCheck):
             self._samples(context, inputs, details)
         if impure is not None:
             details["purity"] = impure
-            self._add(
-                "fail",
-                f"reading the data changes it: {impure['changed_elements']} stored values of "
-                f"{impure['tensor']} changed after {impure['reads']} reads",
-                "Build new tensors in `__getitem__`; never modify the stored ones in place (`+=`).",
-            )
+            changed = f"{impure['changed_elements']} stored values of {impure['tensor']} changed"
+            summary = f"reading the data changes it: {changed} after {impure['reads']} reads"
+            action = "Build new tensors in `__getitem__`; never modify the stored ones in place (`+=`)."
+            self._add("fail", summary, action)
         self._labels(context, batches, targets, details)
         uniform = _drawn_uniformly(context, self.num_batches)
         self._splits(context, batches, details, relate=uniform is None)
@@ -192,11 +189,9 @@ class DataCheck(SanityCheck):
         if bad:
             details["nonfinite_by_tensor"] = bad
             where = "; ".join(f"{c['nan']} NaN, {c['inf']} Inf in the {role}" for role, c in bad.items())
-            self._add(
-                "fail",
-                f"NaN/Inf in the data: {where} ({len(batches)} batches)"[:120],
-                "Drop or impute those rows; check normalisation (std > 0) and any log/exp of the data.",
-            )
+            summary = f"NaN/Inf in the data: {where} ({len(batches)} batches)"[:120]
+            action = "Drop or impute those rows; check normalisation (std > 0) and any log/exp of the data."
+            self._add("fail", summary, action)
 
     def _inputs(self, inputs: list[Tensor | None], details: dict[str, Any]) -> None:
         floats = [x for x in inputs if x is not None and torch.is_floating_point(x) and x.numel() > 0]
@@ -210,17 +205,13 @@ class DataCheck(SanityCheck):
         std = sum(s[1] for s in stats) / len(stats)
         details.update(input_mean=mean, input_std=std, constant_input_batches=constant)
         if constant:
-            self._add(
-                "fail",
-                f"{len(constant)} of {len(floats)} input batches are constant (every value equal)",
-                "Plot a few inputs; check the decoding and normalisation in `__getitem__`.",
-            )
+            summary = f"{len(constant)} of {len(floats)} input batches are constant (every value equal)"
+            action = "Plot a few inputs; check the decoding and normalisation in `__getitem__`."
+            self._add("fail", summary, action)
         elif abs(mean) > self.max_scale or std > self.max_scale:
-            self._add(
-                "warn",
-                f"inputs look un-normalised: mean {mean:.3g}, std {std:.3g} (limit {self.max_scale:g})",
-                "Standardise with the training set's mean/std, or divide pixels by 255.",
-            )
+            summary = f"inputs look un-normalised: mean {mean:.3g}, std {std:.3g} (limit {self.max_scale:g})"
+            action = "Standardise with the training set's mean/std, or divide pixels by 255."
+            self._add("warn", summary, action)
 
     def _samples(self, context: CheckContext, inputs: list[Tensor | None], details: dict[str, Any]) -> None:
         loader = context.train_dataloader
@@ -228,10 +219,8 @@ class DataCheck(SanityCheck):
         served = served_indices(loader, read) if isinstance(loader, DataLoader) else None
         if served is not None and len(set(served.indices)) < len(served.indices):  # drawn with replacement
             largest = max((len(x) for x in inputs if x is not None and x.ndim > 0), default=1)
-            distinct = context.read_batches(
-                distinct_loader(loader, served.indices, largest), self.num_batches
-            )
-            inputs = [context.split(b)[0] for b in distinct]
+            distinct = distinct_loader(loader, served.indices, largest)
+            inputs = [context.split(b)[0] for b in context.read_batches(distinct, self.num_batches)]
             details["samples_judged_on_distinct_indices"] = len(set(served.indices))
         scan = scan_samples(inputs)
         if scan is None:
@@ -316,12 +305,10 @@ class DataCheck(SanityCheck):
         details["labels_out_of_range"] = int(bad.sum())
         if details["labels_out_of_range"]:
             seen = flat[bad]
-            self._add(
-                "fail",
-                f"{int(bad.sum())} labels outside [0, {classes if classes is not None else 'C'}) "
-                f"(min {int(seen.min())}, max {int(seen.max())})",
-                "Remap the labels to 0..C-1 and set the head's width to the number of classes.",
-            )
+            summary = f"{int(bad.sum())} labels outside [0, {classes if classes is not None else 'C'}) "
+            summary += f"(min {int(seen.min())}, max {int(seen.max())})"
+            action = "Remap the labels to 0..C-1 and set the head's width to the number of classes."
+            self._add("fail", summary, action)
         per_sample = [t for t in labels if t.ndim == 1 and t.numel() >= 2]
         if not per_sample:
             return
@@ -336,24 +323,16 @@ class DataCheck(SanityCheck):
         shuffled = is_shuffled(context.train_dataloader)
         details.update(single_class_batches=single, labels_sorted=ordered, loader_shuffles=shuffled)
         if (many and len(single) == len(per_sample) and len(single) >= 2) or (ordered and shuffled is False):
-            self._add(
-                "fail",
-                f"labels come sorted: {len(single)} of {len(per_sample)} batches hold one class; "
-                f"the loader {'does not shuffle' if shuffled is False else 'serves them in order'}",
-                "Shuffle: DataLoader(shuffle=True) or a RandomSampler over the whole dataset.",
-            )
+            summary = f"labels come sorted: {len(single)} of {len(per_sample)} batches hold one class; "
+            summary += f"the loader {'does not shuffle' if shuffled is False else 'serves them in order'}"
+            action = "Shuffle: DataLoader(shuffle=True) or a RandomSampler over the whole dataset."
+            self._add("fail", summary, action)
         elif single:
-            self._add(
-                "warn",
-                f"{len(single)} of {len(per_sample)} batches hold a single class",
-                "Check that the sampler shuffles across the whole dataset, not within sorted shards.",
-            )
+            action = "Check that the sampler shuffles across the whole dataset, not within sorted shards."
+            self._add("warn", f"{len(single)} of {len(per_sample)} batches hold a single class", action)
         elif shuffled is False:
-            self._add(
-                "warn",
-                "the training loader does not shuffle (SequentialSampler): every epoch sees one order",
-                "Use DataLoader(shuffle=True).",
-            )
+            summary = "the training loader does not shuffle (SequentialSampler): every epoch sees one order"
+            self._add("warn", summary, "Use DataLoader(shuffle=True).")
 
     def _splits(
         self,
@@ -413,22 +392,18 @@ class DataCheck(SanityCheck):
         unseen = sum(n for c, n in counts_v.items() if c not in counts_t) / max(1, sum(counts_v.values()))
         details["val_unseen_label_fraction"] = unseen
         if unseen >= 0.5:
-            self._add(
-                "fail",
-                f"{unseen:.0%} of validation samples carry labels unseen in training "
-                f"({len(counts_t)} training, {len(counts_v)} validation classes)",
-                "Split with stratification and build one label mapping for both splits.",
-            )
+            summary = f"{unseen:.0%} of validation samples carry labels unseen in training "
+            summary += f"({len(counts_t)} training, {len(counts_v)} validation classes)"
+            action = "Split with stratification and build one label mapping for both splits."
+            self._add("fail", summary, action)
             return True
         shift = _label_shift(counts_t, counts_v)
         details["label_distribution"] = shift
         if shift["significant"]:
-            self._add(
-                "warn",
-                f"the label distribution differs between splits: total variation {shift['tv']:.2f} "
-                f"(chi-square {shift['chi2']:.0f}, {shift['df']} df)",
-                "Stratify the split per class; if deliberate, report per-class metrics.",
-            )
+            summary = f"the label distribution differs between splits: total variation {shift['tv']:.2f} "
+            summary += f"(chi-square {shift['chi2']:.0f}, {shift['df']} df)"
+            action = "Stratify the split per class; if deliberate, report per-class metrics."
+            self._add("warn", summary, action)
         return False
 
     def _further_targets(self, context: CheckContext, batches: list[Any], details: dict[str, Any]) -> None:
@@ -588,11 +563,7 @@ def _purity(loader: Any) -> dict[str, Any] | None:
     if not changed:
         return None
     name = max(changed, key=changed.__getitem__)
-    return {
-        "tensor": name,
-        "changed_elements": changed[name],
-        "reads": reads,
-    }
+    return {"tensor": name, "changed_elements": changed[name], "reads": reads}
 
 
 def _differing(now: Tensor, before: Tensor) -> int:

@@ -140,11 +140,8 @@ class LoaderCheck(SanityCheck):
         if labels is None:
             return None
         at = dict(zip(needed, labels.tolist(), strict=True))
-        return compare_shares(
-            torch.tensor([at[i] for i in reference]),
-            torch.tensor([at[i] for i in part]),
-            reference_is_sample=len(reference) < size,
-        )
+        reference_labels, part_labels = (torch.tensor([at[i] for i in ids]) for ids in (reference, part))
+        return compare_shares(reference_labels, part_labels, reference_is_sample=len(reference) < size)
 
     def _verdict(
         self, comparison: tuple[list[ClassShare], int, int], batches: str, details: dict[str, Any]
@@ -183,10 +180,8 @@ class LoaderCheck(SanityCheck):
             return self.verdict(status, summary, details, action=action)
         if rarer:
             c = rarer[0]
-            raise CheckInconclusive(
-                f"class {c.label} is served at {c.ratio:.2f} x its share, within sampling noise "
-                f"(z = {c.z:.1f}); a longer epoch (`num_samples`) would tell"
-            )
+            noise = f"within sampling noise (z = {c.z:.1f}); a longer epoch (`num_samples`) would tell"
+            raise CheckInconclusive(f"class {c.label} is served at {c.ratio:.2f} x its share, {noise}")
         passed = f"{batches}; all {len(classes)} classes served at their share or more "
         return self.verdict("pass", passed + f"(rarest z = {classes[0].z:.1f})", details)
 

@@ -133,7 +133,6 @@ class SplitOverlapCheck(SanityCheck):
         if repeats is not None:
             searched, _ = _coverage(context.train_dataloader, min(len(train), MAX_KEYS))
             repeat_estimate = min(1.0, repeats.excess_fraction / searched)
-        examples = sorted(near.items())[:5]
         details: dict[str, Any] = {
             "train_samples": len(train),
             "val_samples": len(val),
@@ -145,7 +144,7 @@ class SplitOverlapCheck(SanityCheck):
             "chance_rate": chance_rate,
             "estimated_overlap": estimate,
             "near_method": method,
-            "examples": [{"val_index": v, "train_index": t} for v, t in examples],
+            "examples": [{"val_index": v, "train_index": t} for v, t in sorted(near.items())[:5]],
             "measured": max(estimate, repeat_estimate),
         }
         if repeats is not None:

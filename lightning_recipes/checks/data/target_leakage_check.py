@@ -127,8 +127,7 @@ class TargetLeakageCheck(SanityCheck):
                     probe_too_good, context, train, capped, classes, steps=steps, fraction=fraction
                 )
         details: dict[str, Any] = {"held_out": source, **{name: p.record() for name, p in probes.items()}}
-        leaks = [(name, p) for name, p in probes.items() if p.leak]
-        if leaks:
+        if leaks := [(name, p) for name, p in probes.items() if p.leak]:
             name, found = leaks[0]
             details["leaking_test"] = name
             if name == "single_feature":
@@ -138,9 +137,8 @@ class TargetLeakageCheck(SanityCheck):
         details["measured"] = probes["single_feature"].evidence.get("score")
         ran = [name for name, p in probes.items() if p.reason is None]
         if not ran:
-            raise CheckSkipped(
-                "no leakage test applies here: " + "; ".join(f"{n}: {p.reason}" for n, p in probes.items())
-            )
+            reasons = "; ".join(f"{n}: {p.reason}" for n, p in probes.items())
+            raise CheckSkipped(f"no leakage test applies here: {reasons}")
         return self.verdict("pass", f"no target leakage in {len(ran)} of {len(probes)} tests", details)
 
 

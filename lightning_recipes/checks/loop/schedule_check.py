@@ -1,5 +1,4 @@
-"""Check the learning-rate schedule over the planned run: no early collapse, a warm-up that ends, no
-unbounded growth, no scheduler that runs out."""
+"""Check the learning-rate schedule over the planned run (the rules: :class:`ScheduleCheck`)."""
 
 from __future__ import annotations
 
