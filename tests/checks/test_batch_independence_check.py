@@ -264,3 +264,38 @@ def test_a_step_that_needs_its_order_keeps_the_independence_verdict() -> None:
     assert result.status == "pass", result.message
     assert result.details["permutation"]["status"] == "not run"
     assert "RuntimeError" in result.details["permutation"]["why"]
+
+
+class TargetScaling(M.MLP):
+    """A regressor of a target in raw units scaled in the step: with the training set's ``"fixed"`` range,
+    with each batch's own ``"batch"`` min and max (the BUG: sealed gallery C), or ``"mixup"`` (each row's
+    target blended with one partner's: a healthy look-alike)."""
+
+    def __init__(self, scaling: str) -> None:
+        super().__init__(classes=1)
+        self.scaling = scaling
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        if self.scaling == "batch":
+            target = (y - y.min()) / (y.max() - y.min())
+        elif self.scaling == "mixup":
+            partner = torch.randperm(len(y))
+            x, target = 0.7 * x + 0.3 * x[partner], (0.7 * y + 0.3 * y[partner]) / 100
+        else:
+            target = (y - 50.0) / 100.0
+        return F.mse_loss(self(x).squeeze(-1), target)
+
+
+@pytest.mark.parametrize(("scaling", "status"), [("batch", "fail"), ("fixed", "pass"), ("mixup", "pass")])
+def test_a_target_scaled_with_each_batchs_statistics_fails(scaling: str, status: str) -> None:
+    """Moving one sample's target far moves every other sample's scaled target only under batch statistics."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(256, M.IN, generator=g)
+    data = M.loader_from(x, 50 + 100 * torch.rand(256, generator=g) + x[:, 0])
+    result = BatchIndependenceCheck().run(CheckContext(TargetScaling(scaling), data))
+    assert result.status == status, result.message
+    if status == "fail":
+        assert result.details["method"] == "target perturbation" and result.details["entry"] == 1
+        assert result.details["rows_moved"] >= 6 and len(result.summary) <= 120
+        assert "Scale targets with statistics of the training set" in result.action

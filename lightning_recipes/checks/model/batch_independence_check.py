@@ -11,7 +11,14 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._probe import first_samples, keeping_statistics, seeded, until_it_reacts
+from lightning_recipes.checks._probe import (
+    entries,
+    first_samples,
+    keeping_statistics,
+    replace_entries,
+    seeded,
+    until_it_reacts,
+)
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
@@ -67,6 +74,11 @@ class BatchIndependenceCheck(SanityCheck):
             raise CheckSkipped(f"needs a batch of at least 2 samples, the first batch has {count}.")
         inputs = inputs.detach()
         model = context.copy_model()
+        if mixed := _targets_mix(context, model, sample, count):
+            summary = f"loss targets mix across the batch: moving sample 0's batch[{mixed['entry']}] moved "
+            summary += f"{mixed['rows_moved']} of {count - 1} other {mixed['function']} targets"
+            action = "Scale targets with statistics of the training set (buffers), not of each batch."
+            return self.verdict("fail", summary, {"method": "target perturbation", **mixed}, action)
         probes = sorted({0, count - 1})
         route, error = "forward", None
         for route in ("forward", "training_step"):  # forward(x, mask) cannot take the input alone: the step
@@ -138,6 +150,44 @@ class BatchIndependenceCheck(SanityCheck):
             summary = f"{independent}, but rotating the batch: the {moved}"
             return self.verdict("inconclusive", summary, details)
         return self.verdict("pass", f"{independent}; rotating the batch rotates the outputs", details)
+
+
+def _targets_mix(context: CheckContext, model: Any, sample: Any, count: int) -> dict[str, Any] | None:
+    """A loss target computed from one float batch entry (not by the model) of which most other samples' rows
+    move when sample 0's entry moves far: statistics of each batch in the target (its min-max, z-scores)."""
+    try:
+        with torch.no_grad():
+            calls = seeded(context.seed, context.loss_calls, model, sample)
+            for index, call in enumerate(calls):
+                target, entry = call.target, dict((k, v) for k, _, v in entries(sample)).get(call.target_key)
+                if (
+                    target is None
+                    or entry is None
+                    or call.target_from_model
+                    or not _rows(count, target, entry)
+                ):
+                    continue
+                moved = entry.clone()
+                moved[0] += 10 * (entry.abs().max() + 1)
+                again = seeded(
+                    context.seed, context.loss_calls, model, replace_entries(sample, {call.target_key: moved})
+                )
+                new = again[index].target if len(again) == len(calls) else None
+                if new is None or new.shape != target.shape:
+                    continue
+                delta = (new[1:] - target[1:]).abs().reshape(count - 1, -1).amax(1)  # NaN (masked): not moved
+                scale = target[1:].abs().reshape(count - 1, -1).amax(1)
+                moved_rows = int((delta > 1e-3 * (scale + 1e-6)).sum())  # sync: once per target
+                if moved_rows >= 0.75 * (count - 1):  # a partner (mixup) moves one row; batch statistics most
+                    return {"function": call.function, "entry": call.target_key, "rows_moved": moved_rows}
+    except Exception:  # the user's step on a moved entry: no verdict from this test
+        return None
+    return None
+
+
+def _rows(count: int, *tensors: Tensor) -> bool:
+    """Whether each tensor is a float batch of ``count >= 3`` rows."""
+    return count >= 3 and all(t.is_floating_point() and t.ndim and len(t) == count for t in tensors)
 
 
 def _perturbation_test(
