@@ -1,8 +1,9 @@
 """Sealed gallery N, second half (``o``): its data. Small seeded sets: stereo recordings of a click with a
 time difference of arrival between two microphones, two-digit strips cut from scikit-learn's digits, digits
 with labels flipped to the next class by a known noise process, compound fingerprints with the readouts of 8
-assays (most of them never run), long-tailed digits and sensor series with gaps to fill. Every builder is
-deterministic (its own generator); random augmentation at read time draws from the global RNG."""
+assays (most of them never run), long-tailed digits, sensor series with gaps to fill and insurance policies
+with their claims. Every builder is deterministic (its own generator); random augmentation at read time
+draws from the global RNG."""
 
 from __future__ import annotations
 
@@ -204,3 +205,19 @@ def gappy_series(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Validation and held-out series with fixed masks."""
     (x,) = series(n, seed)
     return x, (torch.rand(n, STEPS, generator=_gen(seed + 1)) >= HIDDEN_SHARE).float()
+
+
+# --- insurance claim frequency: counts over a policy's exposure ---------------------------------------------
+RISK_FEATURES = 8
+
+
+def policies(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``n`` policies: 8 risk features, the years the policy was in force (0.1..1, unrelated to risk), the
+    claims it made (Poisson with mean ``rate * exposure``) and its true yearly claim rate."""
+    g = _gen(seed)
+    x = torch.randn(n, RISK_FEATURES, generator=g)
+    w = torch.randn(RISK_FEATURES, generator=_gen(200)) / math.sqrt(RISK_FEATURES)
+    rate = torch.exp(0.7 * x @ w - 0.5)
+    exposure = 0.1 + 0.9 * torch.rand(n, generator=g)
+    claims = torch.poisson(rate * exposure, generator=g)
+    return x, exposure, claims, rate

@@ -255,3 +255,34 @@ class ImputerScheduleNeverStepped(ImputerAccumulated):
 
     def advance_schedule(self) -> None:
         pass
+
+
+# --- insurance claim frequency ------------------------------------------------------------------------------
+class ClaimRate(_Adam):
+    """An MLP from the risk features to the log of the yearly claim rate; Poisson NLL of the claim count
+    with the log exposure as an offset (the model never sees the exposure). Served: the yearly rate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = mlp(data.RISK_FEATURES, 32, 1)
+
+    def log_rate(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).squeeze(-1)
+
+    def log_mean(self, x: torch.Tensor, exposure: torch.Tensor) -> torch.Tensor:
+        return self.log_rate(x) + exposure.log()
+
+    def loss(self, batch) -> torch.Tensor:
+        x, exposure, claims = batch
+        return F.poisson_nll_loss(self.log_mean(x, exposure), claims, log_input=True)
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        return self.log_rate(x).exp()
+
+
+class ClaimRateNoOffset(ClaimRate):
+    """The BUG: the offset is left out, so the model fits claims per policy rather than per year of cover,
+    and the served yearly rate is the rate times the portfolio's average exposure."""
+
+    def log_mean(self, x: torch.Tensor, exposure: torch.Tensor) -> torch.Tensor:
+        return self.log_rate(x)

@@ -1,9 +1,10 @@
 """Sealed gallery N, second half (``o``): time difference of arrival of a click between two microphones
 (crops and microphone swaps), reading two-digit strips with one head per position, learning with noisy labels
 through forward loss correction, multi-task bioassay activity from compound fingerprints (assays not run,
-replicate measurements), long-tailed classification with a logit-adjusted loss (and a step decay) and
-imputation of gaps in sensor series. Written blind (see the package docstring); each bug is proved against
-its healthy twin in ``test_proofs_o.py``."""
+replicate measurements), long-tailed classification with a logit-adjusted loss (and a step decay),
+imputation of gaps in sensor series (also by manual optimisation) and insurance claim frequency with an
+exposure offset. Written blind (see the package docstring); each bug is proved against its healthy twin in
+``test_proofs_o.py``."""
 
 from __future__ import annotations
 
@@ -61,6 +62,13 @@ def gap_data() -> dict[str, Any]:
     gaps."""
     train = d.Rows(*d.series(2000, 1), transform=d.hide)
     return d.loaders(train, d.Rows(*d.gappy_series(500, 2)), batch_size=64)
+
+
+def claim_data() -> dict[str, Any]:
+    """4,000 training and 1,000 validation policies: features, exposure and claim count (the true rate is not
+    known to a user and is left out)."""
+    train, val = d.policies(4000, 1)[:3], d.policies(1000, 2)[:3]
+    return d.loaders(d.Rows(*train), d.Rows(*val), batch_size=128)
 
 
 PAIRED = "each input is paired with its own target through sampling, collation and augmentation"
@@ -173,6 +181,15 @@ BUGS: list[SealedCase] = [
         "for the whole run.",
         SCHEDULE,
     ),
+    SealedCase(
+        "claims_exposure_offset_missing",
+        "insurance claim frequency (Poisson counts over exposure)",
+        m.ClaimRateNoOffset,
+        claim_data,
+        "The Poisson loss compares the predicted rate with the claim count without the log-exposure offset: "
+        "the model learns claims per policy, and the yearly rate it serves is too low by the mean exposure.",
+        TASK_LOSS,
+    ),
 ]
 
 HEALTHY: list[SealedCase] = [
@@ -225,6 +242,12 @@ HEALTHY: list[SealedCase] = [
             "sensor-series imputation (manual optimisation: step per 4 batches, warm-up stepped in the loop)",
             m.ImputerAccumulated,
             gap_data,
+        ),
+        (
+            "claims_with_exposure_offset",
+            "insurance claim frequency (an offset the model never sees; most counts are 0)",
+            m.ClaimRate,
+            claim_data,
         ),
     )
 ]

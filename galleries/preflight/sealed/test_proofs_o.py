@@ -81,6 +81,13 @@ def gap_error(model) -> float:
     return (((model.predict(x, observed) - x)[gap] ** 2).mean() / x.var()).item()
 
 
+@torch.no_grad()
+def rate_error(model) -> float:
+    """The mean absolute log ratio of the served yearly claim rate to the true one on held-out policies."""
+    x, _, _, rate = d.policies(4000, 3)
+    return (model.predict(x).log() - rate.log()).abs().mean().item()
+
+
 DELAY, STRIP = (m.DelayNet, gallery.delay_data), (m.StripReader, gallery.strip_data)
 LONG_TAIL = (m.LogitAdjusted, gallery.long_tail_data)
 
@@ -105,11 +112,12 @@ PROOFS = {
     "long_tail_decay_stepped_per_batch": Proof(LONG_TAIL, balanced_error, 0.05, 24),
     "imputation_loss_on_observed_steps": Proof((m.Imputer, gallery.gap_data), gap_error, 0.05, 6),
     "imputation_warm_up_never_stepped": Proof((m.ImputerAccumulated, gallery.gap_data), gap_error, 0.05, 6),
+    "claims_exposure_offset_missing": Proof((m.ClaimRate, gallery.claim_data), rate_error, 0.2, 6),
 }
 
 
 def test_every_bug_has_a_proof() -> None:
-    sealed.check_gallery(gallery, PROOFS, bugs=11, healthy=8)
+    sealed.check_gallery(gallery, PROOFS, bugs=12, healthy=9)
 
 
 @pytest.mark.parametrize("case_id", list(PROOFS))
