@@ -51,6 +51,8 @@ PROOF_MODULES = (
     "galleries/preflight/sealed/test_proofs_k.py",
     "galleries/preflight/sealed/test_proofs_l.py",
     "galleries/preflight/sealed/test_proofs_m.py",
+    "galleries/preflight/sealed/test_proofs_n.py",
+    "galleries/preflight/sealed/test_proofs_o.py",
     "galleries/health/zoo1/test_proofs.py",
     "galleries/health/zoo2/test_proofs.py",
     "galleries/health/zoo3/test_proofs.py",
