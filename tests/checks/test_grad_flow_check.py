@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import random
 
+import lightning.pytorch as pl
 import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
+from torch.utils.data import DataLoader, TensorDataset
 
 from galleries.preflight.families import _existing_models as M
 from galleries.preflight.families import legacy
@@ -305,3 +307,38 @@ def test_a_tensor_made_float_inside_is_compared_in_float64():
     """``.float()`` inside (a mask, a one-hot, a constant matrix) means float64 in the comparison."""
     result, found = _derivative(Activated, lambda h: torch.tanh(h) @ torch.eye(h.shape[-1]).float())
     assert result.status == "pass" and found["compared"], (result.message, found)
+
+
+class ChangeDetector(pl.LightningModule):
+    """One shared encoder for a (before, after, row id) batch and a change score from both codes; the BUG
+    (``fed_twice``): a copy-paste slip encodes ``after`` in both branches, so ``before`` is never read."""
+
+    def __init__(self, fed_twice: bool = False) -> None:
+        super().__init__()
+        self.fed_twice = fed_twice
+        self.encoder = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 16), torch.nn.ReLU())
+        self.head = torch.nn.Linear(32, 1)
+
+    def training_step(self, batch, batch_idx):
+        before, after, _row_id, changed = batch
+        first = self.encoder(after if self.fed_twice else before)
+        score = self.head(torch.cat([first, self.encoder(after)], 1)).squeeze(1)
+        return F.binary_cross_entropy_with_logits(score, changed)
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+
+@pytest.mark.parametrize("fed_twice", [True, False])
+def test_a_batch_entry_that_never_moves_the_loss_warns_and_row_ids_are_metadata(fed_twice):
+    """Half the rows of ``before`` swapped for their neighbours' leave the loss bit for bit only when it is
+    not read; the 1-D integer row ids (metadata) are not judged."""
+    g = torch.Generator().manual_seed(0)
+    before, after = torch.rand(128, 1, 8, 8, generator=g), torch.rand(128, 1, 8, 8, generator=g)
+    changed = ((after - before).abs().mean((1, 2, 3)) > 0.33).float()
+    loader = DataLoader(TensorDataset(before, after, torch.arange(128), changed), batch_size=32)
+    result = GradFlowCheck().run(CheckContext(ChangeDetector(fed_twice), loader))
+    assert result.status == ("warn" if fed_twice else "pass"), result.message
+    assert result.details["unread_entries"] == (["batch[0] [32, 1, 8, 8]"] if fed_twice else [])
+    if fed_twice:
+        assert "never moves the loss" in result.summary and len(result.summary) <= SUMMARY_LIMIT

@@ -9,7 +9,7 @@ from torch import Tensor
 from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_bool, check_int
-from lightning_recipes.checks._probe import listed
+from lightning_recipes.checks._probe import entries, listed, replace_entries
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.model._derivative import derivative_check
 from lightning_recipes.checks.report import CheckResult
@@ -103,6 +103,7 @@ class GradFlowCheck(SanityCheck):
             summary = f"{len(missing)} trainable parameter(s) not in any optimizer: {listed(missing)}"
             action = "Build the optimizer's param groups from self.named_parameters()."
             return self.verdict("fail", summary, details, action)
+        details["unread_entries"] = unread_entries = _unread_entries(context, model)
         found: dict[str, Any] = {"compared": False, "why": "derivative=False"}
         if self.derivative:
             found = derivative_check(context, model, trainable)
@@ -116,6 +117,12 @@ class GradFlowCheck(SanityCheck):
             if edited:
                 action = f"Test {edited}'s backward with autograd.gradcheck; if by design, derivative=False."
             return self.verdict("warn" if edited else "fail", summary, details, action)
+        if unread_entries:  # supplied, never read: a key typo, a branch fed twice (metadata: fine)
+            summary = (
+                f"{listed(unread_entries, 60)} never moves the loss: half its rows changed, the same loss"
+            )
+            action = "Read it in the step (a key typo? one input fed twice?); metadata (ids, weights): fine."
+            return self.verdict("warn", summary, details, action)
         flows = f"all {len(trainable)} trainable parameters get finite, non-zero gradients in {steps} step(s)"
         if held := details["frozen_in_optimizer"]:
             summary = f"{len(held)} frozen parameter(s) in the optimizer: {listed(held, 40)}; the rest learn"
@@ -169,6 +176,34 @@ def _unread(context: CheckContext, names: list[str], limit: int = 8) -> list[str
 
     base = loss()
     return [name for name in names[:limit] if torch.equal(loss(name), base)]  # sync: one per name
+
+
+def _unread_entries(context: CheckContext, model: Any) -> list[str]:
+    """Per-sample batch entries (float, or integer with 2+ dims) whose even rows, given their odd neighbours'
+    content, leave ``model``'s loss bit for bit: supplied, never read (the model after the backward passes:
+    a zero-initialised head reads nothing before its first step)."""
+    batch = context.train_batches(1)[0]
+
+    def loss(changed: Any) -> Tensor:  # with grad: a step may take autograd.grad or hook a tensor
+        with preserved_rng():
+            torch.manual_seed(context.seed)
+            return context.training_loss(model, changed, 0).detach()
+
+    try:
+        base, found = loss(batch), []
+    except Exception:  # not replayable here: nothing to compare with
+        return []
+    for key, label, t in entries(batch):
+        if t.ndim == 0 or len(t) < 2 or not (t.is_floating_point() or t.ndim > 1) or bool((t == t[:1]).all()):
+            continue
+        index = torch.arange(len(t), device=t.device)
+        index[0 : len(t) - 1 : 2] += 1  # each even row takes its odd neighbour's content
+        try:
+            if torch.equal(loss(replace_entries(batch, {key: t[index]})), base):  # sync: once per entry
+                found.append(f"{label} {list(t.shape)}")
+        except Exception:  # a step that cannot run on the changed entry reads it
+            continue
+    return found
 
 
 def _cancelled(context: CheckContext, model: Any, trainable: dict[str, Tensor], zero: list[str]) -> list[str]:
