@@ -243,8 +243,7 @@ class PreflightReport:
         return cls(results, float(data.get("seconds", 0.0)))
 
     def raise_for_failures(self) -> None:
-        """Raise :class:`PreflightError` listing every failed check and every check that raised an error (or
-        saying that no check could judge the model); do nothing when :attr:`ok`."""
+        """Raise :class:`PreflightError` unless :attr:`ok`: the failed and errored checks, else the reason."""
         reason = self.not_ok_reason
         if reason is not None:
             listed = self.failures + self.errors
@@ -327,8 +326,7 @@ def renderable(report: Any, verbose: bool = False) -> Any:
 
 
 def compact_lines(results: list[Any], width: int) -> list[str]:
-    """One line per check (status, name, first sentence cut to ``width``); the whole message, wrapped, for
-    the detailed statuses."""
+    """One line per check (status, name, first sentence cut to ``width``); :data:`DETAILED` ones whole."""
     status_width = max((len(r.status) for r in results), default=4)
     name_width = max((len(r.name) for r in results), default=4)
     indent = status_width + name_width + 2

@@ -253,11 +253,8 @@ class DataCheck(SanityCheck):
 
     def _declared(self, context: CheckContext) -> int | None:
         """The class count given by the user (the check, the preflight or the datamodule)."""
-        declared = getattr(context.datamodule, "num_classes", None)
-        return next(
-            (v for v in (self.num_classes, context.num_classes, declared) if isinstance(v, int) and v >= 2),
-            None,
-        )
+        given = (self.num_classes, context.num_classes, getattr(context.datamodule, "num_classes", None))
+        return next((v for v in given if isinstance(v, int) and v >= 2), None)
 
     def _num_classes(self, context: CheckContext, batch: Any, targets: Tensor | None) -> int | None:
         if (declared := self._declared(context)) is not None:
@@ -285,11 +282,8 @@ class DataCheck(SanityCheck):
         flat = torch.cat([t.flatten() for t in labels])
         bad = _outside(flat, classes)
         if bad.any():  # judged against the loss that consumes the labels, where one does
-            batch = next(
-                b
-                for b, t, k in zip(batches, targets, is_label, strict=True)
-                if k and _outside(t, classes).any()
-            )
+            rows = zip(batches, targets, is_label, strict=True)
+            batch = next(b for b, t, k in rows if k and _outside(t, classes).any())
             consumer = _label_loss(context, batch)
             if consumer is None and self._declared(context) is None:
                 details["labels_range"] = "not judged: no class-index loss consumes the labels"

@@ -130,9 +130,7 @@ class LoaderCheck(SanityCheck):
             return compare_shares(labels, served_labels, reference_is_sample=False)
         half = self.max_samples // 2
         generator = torch.Generator().manual_seed(context.seed)
-        reference = (
-            list(range(size)) if size <= half else torch.randperm(size, generator=generator)[:half].tolist()
-        )
+        reference = torch.randperm(size, generator=generator)[:half].tolist()  # every sample when <= half
         step = max(1, len(served) // half)
         part = served[::step][:half]  # evenly spaced through the epoch: representative for any order
         needed = sorted(set(reference) | set(part))

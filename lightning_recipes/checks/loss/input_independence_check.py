@@ -332,10 +332,9 @@ def _input_as_prediction(context: CheckContext, chunks: list[Any]) -> Gain | Non
             return prediction.to(output.dtype)
         return output
 
-    handle = model.register_forward_hook(as_input)
     own, moved = [], []
     try:
-        with torch.no_grad():
+        with model.register_forward_hook(as_input), torch.no_grad():  # the hook removed on leaving
             for i, chunk in enumerate(chunks):
                 x = context.split(chunk)[0]
                 size = batch_size_of(chunk, context.keys()[0]) or 0
@@ -349,8 +348,6 @@ def _input_as_prediction(context: CheckContext, chunks: list[Any]) -> Gain | Non
                     return None
     except Exception:  # a step that cannot take its input as its output: no control
         return None
-    finally:
-        handle.remove()
     if len(own) < 3:
         return None
     return held_out_gain(torch.stack(own).cpu(), torch.stack(moved).cpu())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from functools import partial
 from typing import Any
 
@@ -144,15 +144,12 @@ def _observe(context: CheckContext, model: Any, batch: Any, seed: int) -> tuple[
         kept = None if out is None else out.detach().clone()
         records.append((name, type(module).__name__, at.pop(), inputs, kept))
 
-    hooks = [m.register_forward_pre_hook(lambda *_: at.append(len(records))) for m in model.modules()]
-    hooks += [m.register_forward_hook(partial(record, n), with_kwargs=True) for n, m in model.named_modules()]
-    seed_all(seed)  # different streams in the two passes (run() restores the caller's)
-    try:
-        with torch.no_grad():
-            output = _output(context, model, batch)
-    finally:
-        for hook in hooks:
-            hook.remove()
+    with ExitStack() as hooks, torch.no_grad():  # every hook removed on leaving
+        for n, m in model.named_modules():
+            hooks.enter_context(m.register_forward_pre_hook(lambda *_: at.append(len(records))))
+            hooks.enter_context(m.register_forward_hook(partial(record, n), with_kwargs=True))
+        seed_all(seed)  # different streams in the two passes (run() restores the caller's)
+        output = _output(context, model, batch)
     return output.detach().clone(), records
 
 
