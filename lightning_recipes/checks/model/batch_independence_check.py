@@ -159,19 +159,13 @@ def _targets_mix(context: CheckContext, model: Any, sample: Any, count: int) -> 
         with torch.no_grad():
             calls = seeded(context.seed, context.loss_calls, model, sample)
             for index, call in enumerate(calls):
-                target, entry = call.target, dict((k, v) for k, _, v in entries(sample)).get(call.target_key)
-                if (
-                    target is None
-                    or entry is None
-                    or call.target_from_model
-                    or not _rows(count, target, entry)
-                ):
+                target, raw = call.target, dict((k, v) for k, _, v in entries(sample)).get(call.target_key)
+                if target is None or raw is None or call.target_from_model or not _rows(count, target, raw):
                     continue
-                moved = entry.clone()
-                moved[0] += 10 * (entry.abs().max() + 1)
-                again = seeded(
-                    context.seed, context.loss_calls, model, replace_entries(sample, {call.target_key: moved})
-                )
+                moved = raw.clone()
+                moved[0] += 10 * (raw.abs().max() + 1)
+                changed = replace_entries(sample, {call.target_key: moved})
+                again = seeded(context.seed, context.loss_calls, model, changed)
                 new = again[index].target if len(again) == len(calls) else None
                 if new is None or new.shape != target.shape:
                     continue

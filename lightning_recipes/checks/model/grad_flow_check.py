@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -9,7 +10,7 @@ from torch import Tensor
 from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_bool, check_int
-from lightning_recipes.checks._probe import entries, listed, replace_entries
+from lightning_recipes.checks._probe import entries, listed, replace_entries, seeded
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.model._derivative import derivative_check
 from lightning_recipes.checks.report import CheckResult
@@ -181,28 +182,22 @@ def _unread(context: CheckContext, names: list[str], limit: int = 8) -> list[str
 def _unread_entries(context: CheckContext, model: Any) -> list[str]:
     """Per-sample batch entries (float, or integer with 2+ dims) whose even rows, given their odd neighbours'
     content, leave ``model``'s loss bit for bit: supplied, never read (the model after the backward passes:
-    a zero-initialised head reads nothing before its first step)."""
-    batch = context.train_batches(1)[0]
-
-    def loss(changed: Any) -> Tensor:  # with grad: a step may take autograd.grad or hook a tensor
-        with preserved_rng():
-            torch.manual_seed(context.seed)
-            return context.training_loss(model, changed, 0).detach()
-
-    try:
-        base, found = loss(batch), []
-    except Exception:  # not replayable here: nothing to compare with
-        return []
-    for key, label, t in entries(batch):
-        if t.ndim == 0 or len(t) < 2 or not (t.is_floating_point() or t.ndim > 1) or bool((t == t[:1]).all()):
-            continue
-        index = torch.arange(len(t), device=t.device)
-        index[0 : len(t) - 1 : 2] += 1  # each even row takes its odd neighbour's content
+    a zero-initialised head reads nothing before its first step). Run with grad: a step may hook a tensor."""
+    batch, found = context.train_batches(1)[0], []
+    with preserved_rng():
         try:
-            if torch.equal(loss(replace_entries(batch, {key: t[index]})), base):  # sync: once per entry
-                found.append(f"{label} {list(t.shape)}")
-        except Exception:  # a step that cannot run on the changed entry reads it
-            continue
+            base = seeded(context.seed, context.training_loss, model, batch).detach()
+        except Exception:  # not replayable here: nothing to compare with
+            return []
+        for key, label, t in entries(batch):
+            if not t.ndim or not (t.is_floating_point() or t.ndim > 1) or bool((t == t[:1]).all()):
+                continue  # a scalar, 1-D integers (ids, lengths: metadata) or the same in every row
+            index = torch.arange(len(t), device=t.device)
+            index[0 : len(t) - 1 : 2] += 1  # each even row takes its odd neighbour's content
+            with contextlib.suppress(Exception):  # a step that cannot run on the changed entry reads it
+                changed = replace_entries(batch, {key: t[index]})
+                if torch.equal(seeded(context.seed, context.training_loss, model, changed).detach(), base):
+                    found.append(f"{label} {list(t.shape)}")  # sync above: once per entry
     return found
 
 
