@@ -167,8 +167,8 @@ class Preflight(Callback):
     Every rank runs them on copies with the Trainer's device, precision and loaders and "any failed" is
     reduced; resumed runs and sharded strategies skip them. Logged (rank zero, step 0): each result's
     ``measured`` value as ``preflight/<name>`` (``preflight/init_loss``, ``preflight/overfit_batch``,
-    ``preflight/input_independence``, ``preflight/batch_independence``, ...). The other keyword options are the
-    guide's *Options* table.
+    ``preflight/input_independence``, ``preflight/batch_independence``, ...). The other keyword options are
+    the guide's *Options* table.
 
     Args:
         checks: Names from :data:`CHECKS` and/or configured check objects; ``None`` = all.
