@@ -76,9 +76,8 @@ def build_checks(checks: Sequence[str | SanityCheck] | str | SanityCheck | None)
         checks = [checks]
     for item in checks:
         if not isinstance(item, SanityCheck) and not (isinstance(item, str) and item in CHECKS):
-            raise ValueError(
-                f"`checks` entries must be SanityCheck instances or one of {sorted(CHECKS)}, got {item!r}."
-            )
+            allowed = f"SanityCheck instances or one of {sorted(CHECKS)}"
+            raise ValueError(f"`checks` entries must be {allowed}, got {item!r}.")
     built = [item if isinstance(item, SanityCheck) else CHECKS[item]() for item in checks]
     names = [c.name for c in built]
     duplicates = sorted({n for n in names if names.count(n) > 1})

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from lightning_recipes.checks._num_classes import IGNORE_INDEX
-from lightning_recipes.checks._probe import entries, replace_entries
+from lightning_recipes.checks._probe import entries, replace_entries, seeded
 from lightning_recipes.checks.data._relation import lookup_scores
 from lightning_recipes.checks.model.causality_check import aligned_output
 from lightning_recipes.checks.report import CheckSkipped
@@ -79,10 +79,9 @@ def other_values(targets: Tensor, seed: int) -> Tensor | None:
 
 def _observed(context: CheckContext, model: Any, batch: Any) -> tuple[Tensor | None, Tensor | None, bool]:
     """The last output seen in a seeded ``training_step``, its loss, and whether it took input gradients."""
-    torch.manual_seed(context.seed)
     loss = None
     with torch.no_grad(), context.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
-        loss = context.training_loss(model, batch).float()
+        loss = seeded(context.seed, context.training_loss, model, batch).float()
     output = captured.last()
     return (None if output is None else output.detach()), loss, captured.input_gradients
 
@@ -95,7 +94,7 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
         return Probe("the target is the input (a reconstruction loss): changing it changes the input"), None
     if targets.is_floating_point() and targets.shape == inputs.shape:
         return Probe("the target is shaped like the input (a second view, a clean image): an input"), None
-    key = next((k for k, _, t in entries(batch) if t is targets), None)
+    key, label = next(((k, name) for k, name, t in entries(batch) if t is targets), (None, "the target"))
     fixed = key is None or targets.ndim == 0 or targets.dtype == torch.bool
     replacement = None if fixed else other_values(targets, context.seed)
     if replacement is None:
@@ -142,7 +141,6 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
     if input_gradients:  # adversarial training, gradient penalties: the target reaches the input by design
         reason = "the step differentiates with respect to its input, so the target may shape the input"
         return Probe(reason, evidence={**evidence, "input_gradients": True}), uses
-    label = next((name for k, name, _ in entries(batch) if k == key), "the target")
     if context.target_guessed():  # no loss reads it as a target: the model reading it makes it an input
         reason = f"{label} is read by the model, by no loss as a target: an input (else `target_key`)"
         return Probe(reason, evidence={**evidence, "target_guessed": True}), uses
@@ -162,9 +160,8 @@ def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
     if not context.model.automatic_optimization:
         return Probe("manual optimisation: the loss cannot be replayed")
     model = context.copy_model().eval()
-    torch.manual_seed(context.seed)
     with torch.enable_grad(), context.capture_forward(model) as captured:
-        loss = context.training_loss(model, batch)
+        loss = seeded(context.seed, context.training_loss, model, batch)
     logits = captured.last()
     try:
         aligned = logits is not None and aligned_output(logits, inputs).ndim == 3
@@ -241,9 +238,8 @@ def _columns(
             values = [dict((k, t) for k, _, t in entries(b)).get(key) for b in part]
             if any(v is None or tuple(v.shape[1:]) != shape for v in values):
                 break
-            rows.append(
-                torch.cat([v.detach().reshape(len(v), -1).float().cpu() for v in values if v is not None])
-            )
+            blocks = [v.detach().reshape(len(v), -1).float().cpu() for v in values if v is not None]
+            rows.append(torch.cat(blocks))
         if len(rows) == 2:
             found.append((key, label, tensor is inputs, shape, rows[0], rows[1]))
     return found
@@ -308,8 +304,7 @@ def probe_single_feature(
     if encoded is not None and not determines:
         evidence["encodes_label_within_each_split"] = True
     if not is_input:
-        reads = _loss_reads(context, key, train[0])
-        evidence["model_reads_it"] = reads
+        evidence["model_reads_it"] = reads = _loss_reads(context, key, train[0])
         if reads is False:
             unread = f"{name} determines the label but the loss does not read it"
             return Probe(summary=unread, evidence=evidence)
@@ -388,8 +383,7 @@ def probe_too_good(
     if classes is None:
         return Probe("needs classification with one label per sample")
     bound = fraction * math.log(classes)
-    torch.manual_seed(context.seed)
-    model = context.copy_model()
+    model = seeded(context.seed, context.copy_model)
     optimizers = context.build_optimizers(model).optimizers
     looks: list[dict[str, float]] = []
     step, look = 0, min(5, steps)

@@ -210,20 +210,19 @@ def _per_position(
         keep = valid.reshape(-1)
         return value.reshape(-1, 1)[keep], y.reshape(-1)[keep], sample[keep]
 
+    def per_sample(scores: Tensor, sample: Tensor) -> Tensor:  # positions of one sample are not independent
+        counts = torch.bincount(sample)
+        return (torch.zeros(len(counts)).index_add_(0, sample, scores) / counts.clamp_min(1))[counts > 0]
+
     xa, ya, _ = pairs(x_fit[~held], y_fit[~held])
     xb, yb, sb = pairs(x_fit[held], y_fit[held])
     xc, yc, sc = pairs(x_other, y_other)
     if len(ya) < 40 or len(yb) < 20 or len(yc) < 20:
         return []
-    own = lookup_scores(xa, ya, xb, yb, classes)[0]
-    cross = lookup_scores(xa, ya, xc, yc, classes)[0]
-    # per-sample means: positions of one sample are not independent
-    own = torch.zeros(int(sb.max()) + 1).index_add_(0, sb, own) / torch.bincount(sb).clamp_min(1)
-    cross = torch.zeros(int(sc.max()) + 1).index_add_(0, sc, cross) / torch.bincount(sc).clamp_min(1)
-    own, cross = own[torch.bincount(sb) > 0], cross[torch.bincount(sc) > 0]
-    mean_own, mean_other = float(own.mean()), float(cross.mean())
+    own = per_sample(lookup_scores(xa, ya, xb, yb, classes)[0], sb)  # per-sample means
+    cross = per_sample(lookup_scores(xa, ya, xc, yc, classes)[0], sc)
     noise = math.sqrt(_mean_variance(own) + _mean_variance(cross) + 1e-12)
-    return [Relation("per position", fitted, mean_own, mean_other, noise, Z_FLOOR)]
+    return [Relation("per position", fitted, float(own.mean()), float(cross.mean()), noise, Z_FLOOR)]
 
 
 def _mean_variance(scores: Tensor) -> float:  # widened for dependent rows

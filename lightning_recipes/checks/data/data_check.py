@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import Any, Literal
 
 import torch
@@ -201,8 +202,7 @@ class DataCheck(SanityCheck):
             [torch.stack([x.nan_to_num().mean(), x.nan_to_num().std(), x.amax() - x.amin()]) for x in floats]
         ).tolist()
         constant = [i for i, (_, _, spread) in enumerate(stats) if spread == 0]
-        mean = sum(s[0] for s in stats) / len(stats)
-        std = sum(s[1] for s in stats) / len(stats)
+        mean, std = (sum(s[k] for s in stats) / len(stats) for k in (0, 1))  # over the batches
         details.update(input_mean=mean, input_std=std, constant_input_batches=constant)
         if constant:
             summary = f"{len(constant)} of {len(floats)} input batches are constant (every value equal)"
@@ -262,19 +262,17 @@ class DataCheck(SanityCheck):
         inputs, _ = context.split(batch)
         if inputs is None or targets is None or targets.is_floating_point():
             return None
-        try:
+        with suppress(Exception):
             model = context.copy_model().eval()
             with torch.no_grad():
                 inferred = infer_num_classes(context.forward(model, inputs), targets)
-        except Exception:
-            return None
-        return inferred[0] if inferred else None
+            return inferred[0] if inferred else None
+        return None
 
     def _labels(
         self, context: CheckContext, batches: list[Any], targets: list[Any], details: dict[str, Any]
     ) -> None:
-        classes = self._num_classes(context, batches[0], targets[0])
-        details["num_classes"] = classes
+        details["num_classes"] = classes = self._num_classes(context, batches[0], targets[0])
         is_label = [t is not None and not t.is_floating_point() and t.dtype != torch.bool for t in targets]
         labels = [t for t, keep in zip(targets, is_label, strict=True) if keep]
         if not labels:
@@ -391,8 +389,7 @@ class DataCheck(SanityCheck):
             action = "Split with stratification and build one label mapping for both splits."
             self._add("fail", summary, action)
             return True
-        shift = _label_shift(counts_t, counts_v)
-        details["label_distribution"] = shift
+        details["label_distribution"] = shift = _label_shift(counts_t, counts_v)
         if shift["significant"]:
             summary = f"the label distribution differs between splits: total variation {shift['tv']:.2f} "
             summary += f"(chi-square {shift['chi2']:.0f}, {shift['df']} df)"
@@ -444,10 +441,9 @@ def _drawn_uniformly(context: CheckContext, count: int) -> list[Any] | None:
         sampler=RandomSampler(loader.dataset, generator=generator),  # type: ignore[arg-type]
         collate_fn=loader.collate_fn,
     )
-    try:
+    with suppress(Exception):
         return context.read_batches(uniform, count) or None
-    except Exception:
-        return None
+    return None
 
 
 def _outside(labels: Tensor, classes: int | None) -> Tensor:
@@ -456,11 +452,9 @@ def _outside(labels: Tensor, classes: int | None) -> Tensor:
 
 def _finite_loss(context: CheckContext, batch: Any) -> bool:
     """Whether a copy's training step returns a finite loss on ``batch`` (it masks NaN targets)."""
-    try:
-        with torch.no_grad():
-            return bool(context.training_loss(context.copy_model(), batch).isfinite())  # sync: once
-    except Exception:  # a step that cannot run on a copy: the values are judged as they are
-        return False
+    with suppress(Exception), torch.no_grad():  # a step that cannot run on a copy: the values as they are
+        return bool(context.training_loss(context.copy_model(), batch).isfinite())  # sync: once
+    return False
 
 
 def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int, bool] | str | None:

@@ -76,9 +76,8 @@ class SplitOverlapCheck(SanityCheck):
         check_in_range("warn_fraction", warn_fraction, 0.0, 1.0, low_open=True)
         check_in_range("fail_fraction", fail_fraction, 0.0, 1.0, low_open=True)
         if warn_fraction > fail_fraction:
-            raise ValueError(
-                f"`warn_fraction` must be <= `fail_fraction`, got {warn_fraction!r} > {fail_fraction!r}."
-            )
+            got = f"{warn_fraction!r} > {fail_fraction!r}"
+            raise ValueError(f"`warn_fraction` must be <= `fail_fraction`, got {got}.")
         self.num_batches = num_batches
         self.near_cosine = near_cosine
         self.near_tokens = near_tokens
@@ -106,8 +105,7 @@ class SplitOverlapCheck(SanityCheck):
         # exact repeats within training are chance too (a one-value sample has no cosine: a code, an encoding)
         chance_matches = max(chance_matches, sum(c for c in counts.values() if c > 1))
         near.update(exact)
-        usable_train = sum(not b for b in train_blank)
-        usable_val = sum(not b for b in val_blank)
+        usable_train, usable_val = (sum(not b for b in blank) for blank in (train_blank, val_blank))
         if usable_val == 0 or usable_train < 2:
             raise CheckSkipped("every sample read is blank (constant); see the `data` check.")
         chance_rate = chance_matches / usable_train

@@ -122,10 +122,8 @@ class TargetLeakageCheck(SanityCheck):
             else:
                 classes = probes["single_feature"].evidence.get("task", (None, None))[1]  # None: a regression
                 capped = [first_of(context, batch, self.eval_samples) for batch in held_out]
-                steps, fraction = self.train_steps, self.too_good_fraction
-                probes["too_good"] = _abstaining(
-                    probe_too_good, context, train, capped, classes, steps=steps, fraction=fraction
-                )
+                training = {"steps": self.train_steps, "fraction": self.too_good_fraction}
+                probes["too_good"] = _abstaining(probe_too_good, context, train, capped, classes, **training)
         details: dict[str, Any] = {"held_out": source, **{name: p.record() for name, p in probes.items()}}
         if leaks := [(name, p) for name, p in probes.items() if p.leak]:
             name, found = leaks[0]

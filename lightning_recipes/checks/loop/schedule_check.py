@@ -489,9 +489,8 @@ def plateau_directions(context: CheckContext, config: Any) -> list[dict[str, Any
         if a is None or b is None:
             entry.update(agrees=None, why=f"{monitor!r} is not logged on a copy's step")
         elif not learned:
-            entry.update(
-                agrees=None, why=f"a copy's loss did not fall {PLATEAU_MOVE:.0%} in {PLATEAU_STEPS} steps"
-            )
+            why = f"a copy's loss did not fall {PLATEAU_MOVE:.0%} in {PLATEAU_STEPS} steps"
+            entry.update(agrees=None, why=why)
         elif abs(b - a) < PLATEAU_MOVE * max(abs(a), 1e-12):
             entry.update(agrees=None, why=f"{monitor!r} moved under {PLATEAU_MOVE:.0%} as a copy learned")
         else:

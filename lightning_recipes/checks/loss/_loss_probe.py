@@ -6,6 +6,7 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -247,16 +248,12 @@ def probe_step(context: Harness, model: pl.LightningModule, batch: Any, seed: in
             sites.append((depth, module, index, tensor))
 
     children = [c for c in model.children() if not isinstance(c, _Loss)]
-    handles = [
-        m.register_forward_hook(functools.partial(record, int(m is not model))) for m in [model, *children]
-    ]
     seed_all(seed)
-    try:
+    with ExitStack() as hooks:  # every hook removed on leaving
+        for m in [model, *children]:
+            hooks.enter_context(m.register_forward_hook(functools.partial(record, int(m is not model))))
         with LossRecorder(batch, inspect_output=input_bounds) as recorder, torch.enable_grad():
             loss = context.training_loss(model, batch)
-    finally:
-        for handle in handles:
-            handle.remove()
     calls, root = recorder.calls, [s for s in sites if s[0] == 0]
     chosen = root[-1] if root else (sites[-1] if sites else None)
     probe = LossProbe(loss.detach(), differentiable=loss.requires_grad, mixed=recorder.mixed)
@@ -280,13 +277,10 @@ def probe_step(context: Harness, model: pl.LightningModule, batch: Any, seed: in
 def modules_run(context: Harness, model: pl.LightningModule, batch: Any) -> list[tuple[str, nn.Module]]:
     """``(name, module)`` per forward one no-grad ``training_step`` on ``batch`` ran, as each one ended."""
     ran: list[tuple[str, nn.Module]] = []
-    hooks = [m.register_forward_hook(lambda m, *_, n=n: ran.append((n, m))) for n, m in model.named_modules()]
-    try:
-        with torch.no_grad():
-            context.training_loss(model, batch)
-    finally:
-        for hook in hooks:
-            hook.remove()
+    with ExitStack() as hooks, torch.no_grad():  # every hook removed on leaving
+        for n, m in model.named_modules():
+            hooks.enter_context(m.register_forward_hook(lambda m, *_, n=n: ran.append((n, m))))
+        context.training_loss(model, batch)
     return ran
 
 
@@ -370,12 +364,10 @@ def loss_along(
         handle = probe.site[0].register_forward_hook(_replace(ray.at(step), probe.site[1]))
         seed_all(0)
         try:
-            with torch.no_grad():
+            with handle, torch.no_grad():  # the hook removed on leaving
                 value = float(context.training_loss(model, batch))  # sync: once per step of the ray
         except Exception:  # out of the loss's domain: the ray ends here
             break
-        finally:
-            handle.remove()
         if value != value:
             break
         values.append(value)

@@ -321,8 +321,7 @@ class InputIndependenceCheck(SanityCheck):
 
 def _input_as_prediction(context: CheckContext, chunks: list[Any]) -> Gain | None:
     """Model-free control: the input as the prediction, own pairs against pairs moved by one."""
-    model = context.copy_model()
-    model.eval()
+    model = context.copy_model().eval()
     served: dict[str, Any] = {}
 
     def as_input(module: Any, args: Any, output: Any) -> Any:

@@ -195,8 +195,7 @@ class LossCheck(SanityCheck):
         output = scale_of(torch.cat([c.output.reshape(-1) for c in same]))
         if not (math.isfinite(target) and math.isfinite(output)) or target == 0:
             return Finding("n/a", "non-finite or zero targets")
-        details = {"ratio": target / max(output, 1e-12)}
-        ratio = details["ratio"]
+        details = {"ratio": (ratio := target / max(output, 1e-12))}
         off = target > SCALE_LIMIT or target < 1 / SCALE_LIMIT
         if not off or 1 / SCALE_MISMATCH <= ratio <= SCALE_MISMATCH or learned_scale(call.output):
             return Finding("pass", f"regression targets at scale {target:.4g}, output {output:.4g}", details)

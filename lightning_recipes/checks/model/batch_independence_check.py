@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
 import torch
@@ -155,27 +156,24 @@ class BatchIndependenceCheck(SanityCheck):
 def _targets_mix(context: CheckContext, model: Any, sample: Any, count: int) -> dict[str, Any] | None:
     """A loss target computed from one float batch entry (not by the model) of which most other samples' rows
     move when sample 0's entry moves far: statistics of each batch in the target (its min-max, z-scores)."""
-    try:
-        with torch.no_grad():
-            calls = seeded(context.seed, context.loss_calls, model, sample)
-            for index, call in enumerate(calls):
-                target, raw = call.target, dict((k, v) for k, _, v in entries(sample)).get(call.target_key)
-                if target is None or raw is None or call.target_from_model or not _rows(count, target, raw):
-                    continue
-                moved = raw.clone()
-                moved[0] += 10 * (raw.abs().max() + 1)
-                changed = replace_entries(sample, {call.target_key: moved})
-                again = seeded(context.seed, context.loss_calls, model, changed)
-                new = again[index].target if len(again) == len(calls) else None
-                if new is None or new.shape != target.shape:
-                    continue
-                delta = (new[1:] - target[1:]).abs().reshape(count - 1, -1).amax(1)  # NaN (masked): not moved
-                scale = target[1:].abs().reshape(count - 1, -1).amax(1)
-                moved_rows = int((delta > 1e-3 * (scale + 1e-6)).sum())  # sync: once per target
-                if moved_rows >= 0.75 * (count - 1):  # a partner (mixup) moves one row; batch statistics most
-                    return {"function": call.function, "entry": call.target_key, "rows_moved": moved_rows}
-    except Exception:  # the user's step on a moved entry: no verdict from this test
-        return None
+    with suppress(Exception), torch.no_grad():  # the user's step on a moved entry: no verdict from this test
+        calls = seeded(context.seed, context.loss_calls, model, sample)
+        for index, call in enumerate(calls):
+            target, raw = call.target, dict((k, v) for k, _, v in entries(sample)).get(call.target_key)
+            if target is None or raw is None or call.target_from_model or not _rows(count, target, raw):
+                continue
+            moved = raw.clone()
+            moved[0] += 10 * (raw.abs().max() + 1)
+            changed = replace_entries(sample, {call.target_key: moved})
+            again = seeded(context.seed, context.loss_calls, model, changed)
+            new = again[index].target if len(again) == len(calls) else None
+            if new is None or new.shape != target.shape:
+                continue
+            delta = (new[1:] - target[1:]).abs().reshape(count - 1, -1).amax(1)  # NaN (masked): not moved
+            scale = target[1:].abs().reshape(count - 1, -1).amax(1)
+            moved_rows = int((delta > 1e-3 * (scale + 1e-6)).sum())  # sync: once per target
+            if moved_rows >= 0.75 * (count - 1):  # a partner (mixup) moves one row; batch statistics most
+                return {"function": call.function, "entry": call.target_key, "rows_moved": moved_rows}
     return None
 
 

@@ -64,8 +64,7 @@ class EvalModeCheck(SanityCheck):
     @override
     def check(self, context: CheckContext) -> CheckResult:
         batch, _ = first_samples(context, self.num_samples)
-        model = context.copy_model()
-        model.eval()
+        model = context.copy_model().eval()
         states = [_state(model)]
         passes = []
         for offset in (1, 2):
@@ -195,12 +194,10 @@ _ADD = {torch.add, Tensor.add, Tensor.add_, Tensor.__add__, Tensor.__radd__, Ten
 
 def _samples_a_prediction(context: CheckContext, model: Any, batch: Any) -> bool:
     """Whether one eval pass draws a reparameterised sample (:class:`_Sampling`)."""
-    try:
-        with _Sampling(batch) as probe, torch.no_grad():
-            _output(context, model, batch)
-    except Exception:
-        return False
-    return probe.found
+    with suppress(Exception), _Sampling(batch) as probe, torch.no_grad():
+        _output(context, model, batch)
+        return probe.found
+    return False
 
 
 def _output(context: CheckContext, model: Any, batch: Any) -> Tensor:

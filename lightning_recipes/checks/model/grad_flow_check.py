@@ -119,9 +119,8 @@ class GradFlowCheck(SanityCheck):
                 action = f"Test {edited}'s backward with autograd.gradcheck; if by design, derivative=False."
             return self.verdict("warn" if edited else "fail", summary, details, action)
         if unread_entries:  # supplied, never read: a key typo, a branch fed twice (metadata: fine)
-            summary = (
-                f"{listed(unread_entries, 60)} never moves the loss: half its rows changed, the same loss"
-            )
+            names = listed(unread_entries, 60)
+            summary = f"{names} never moves the loss: half its rows changed, the same loss"
             action = "Read it in the step (a key typo? one input fed twice?); metadata (ids, weights): fine."
             return self.verdict("warn", summary, details, action)
         flows = f"all {len(trainable)} trainable parameters get finite, non-zero gradients in {steps} step(s)"
@@ -170,10 +169,9 @@ def _unread(context: CheckContext, names: list[str], limit: int = 8) -> list[str
     def loss(shifted: str | None = None) -> torch.Tensor:
         model = context.copy_model()
         with preserved_rng(), torch.no_grad():
-            torch.manual_seed(context.seed)
             if shifted is not None:
                 model.get_parameter(shifted).add_(1.0)
-            return context.training_loss(model, batch, 0)
+            return seeded(context.seed, context.training_loss, model, batch, 0)
 
     base = loss()
     return [name for name in names[:limit] if torch.equal(loss(name), base)]  # sync: one per name
@@ -214,12 +212,10 @@ def _cancelled(context: CheckContext, model: Any, trainable: dict[str, Tensor], 
         if isinstance(output, torch.Tensor) and output.requires_grad:
             outputs[id(module)].append(output)
 
-    hooks = [m.register_forward_hook(record) for m in modules.values() if id(m) in owners]
-    try:
+    with contextlib.ExitStack() as hooks:  # every hook removed on leaving
+        for module in (m for m in modules.values() if id(m) in owners):
+            hooks.enter_context(module.register_forward_hook(record))
         loss = context.training_loss(model, context.train_batches(1)[0], 0)
-    finally:
-        for hook in hooks:
-            hook.remove()
     found: list[str] = []
     for key, names in owners.items():
         calls = outputs[key]

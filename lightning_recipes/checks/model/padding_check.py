@@ -16,7 +16,7 @@ from typing_extensions import Unpack, override
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks import _probe
-from lightning_recipes.checks._probe import replace_entries, worst
+from lightning_recipes.checks._probe import replace_entries, seeded, worst
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.model.causality_check import _replacement
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
@@ -207,9 +207,8 @@ class PaddingCheck(SanityCheck):
             batch = slice_batch(batch, self.num_samples, size)
             padding, _ = find_padding(batch, input_key, target_key, padding.key)
             assert padding is not None
-        model = context.copy_model()
+        model = context.copy_model().eval()
         context.require_automatic_optimization(model)
-        model.eval()
         if padding.convention == LEFT:
             return self._padded_on_the_left(context, model, batch, padding, input_key)
         fill: Fill = {}
@@ -360,9 +359,8 @@ def _ignore_index(call: Any) -> float:
 
 def _observe(context: CheckContext, model: Any, batch: Any, seed: int) -> Observation:
     """The loss of ``training_step`` on ``batch`` and the module's output seen meanwhile, under ``seed``."""
-    torch.manual_seed(seed)
     with torch.no_grad(), context.capture_forward(model) as captured:
-        loss = context.training_loss(model, batch)
+        loss = seeded(seed, context.training_loss, model, batch)
     output = captured.last()
     return loss.detach(), None if output is None else output.detach()
 
