@@ -202,7 +202,8 @@ class DataCheck(SanityCheck):
             [torch.stack([x.nan_to_num().mean(), x.nan_to_num().std(), x.amax() - x.amin()]) for x in floats]
         ).tolist()
         constant = [i for i, (_, _, spread) in enumerate(stats) if spread == 0]
-        mean, std = (sum(s[k] for s in stats) / len(stats) for k in (0, 1))  # over the batches
+        mean = sum(s[0] for s in stats) / len(stats)
+        std = sum(s[1] for s in stats) / len(stats)
         details.update(input_mean=mean, input_std=std, constant_input_batches=constant)
         if constant:
             summary = f"{len(constant)} of {len(floats)} input batches are constant (every value equal)"

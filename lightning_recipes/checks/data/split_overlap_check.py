@@ -105,7 +105,8 @@ class SplitOverlapCheck(SanityCheck):
         # exact repeats within training are chance too (a one-value sample has no cosine: a code, an encoding)
         chance_matches = max(chance_matches, sum(c for c in counts.values() if c > 1))
         near.update(exact)
-        usable_train, usable_val = (sum(not b for b in blank) for blank in (train_blank, val_blank))
+        usable_train = sum(not b for b in train_blank)
+        usable_val = sum(not b for b in val_blank)
         if usable_val == 0 or usable_train < 2:
             raise CheckSkipped("every sample read is blank (constant); see the `data` check.")
         chance_rate = chance_matches / usable_train
