@@ -317,3 +317,12 @@ class HeadInitMLP(AutoMLP):
 
     def on_train_epoch_end(self) -> None:  # an epoch hook of its own: the 3-epoch trial runs for both
         self.log("epoch_done", float(self.current_epoch))
+
+
+class DataModuleStaged(AutoMLP):
+    """Advances its datamodule's curriculum from epoch 1 (``self.trainer.datamodule``): a hook the copy's
+    trial, which has no datamodule, cannot run past epoch 0."""
+
+    def on_train_epoch_start(self) -> None:
+        if self.current_epoch >= 1:
+            self.trainer.datamodule.next_stage()  # type: ignore[union-attr]

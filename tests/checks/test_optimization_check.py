@@ -199,3 +199,10 @@ def test_trained_parameters_rewritten_by_an_epoch_hook_fail():
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # the user's model untouched
     healthy = _run(M.HeadInitMLP("on_fit_start"))
     assert healthy.status == "pass" and healthy.details["rewritten_between_epochs"] == [], healthy.message
+
+
+def test_an_epoch_hook_that_cannot_run_on_the_copy_leaves_the_verdict_to_the_first_trial():
+    """The 3-epoch trial abstains where a hook raises on the copy from epoch 1 (no datamodule there)."""
+    result = _run(M.DataModuleStaged())
+    assert result.status == "pass", result.message
+    assert "rewritten_between_epochs" not in result.details
