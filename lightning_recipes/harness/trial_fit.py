@@ -98,6 +98,7 @@ class TrialRecorder(Callback):
         self.val_weights: dict[int, Tensor] = {}
         self.handles: list[RemovableHandle] = []
         self.hooked: set[int] = set()
+        self._grad_hooks: list[RemovableHandle] = []
         self.owner: dict[int, int] = {}
         self.opt_params: list[list[Tensor]] = []
         self.contrib: dict[int, Tensor] = {}
@@ -145,23 +146,27 @@ class TrialRecorder(Callback):
             )
 
     def _hook_trainable(self) -> None:
-        """Hook the parameters that require grad and have no hook yet (also ones unfrozen in training)."""
-        new = [p for pid, p in self.params.items() if p.requires_grad and pid not in self.hooked]
-        self.hooked.update(id(p) for p in new)
-        if new:
-            self.handles.append(
-                torch.autograd.graph.register_multi_grad_hook(new, self._new_backward, mode="any")
-            )
-        for p in new:
-            self.handles.append(p.register_hook(functools.partial(self._contribution, id(p))))
+        """Hook the parameters that require grad (again when more do: ones unfrozen in training). One backward
+        counter over them all, registered before their gradient hooks so that it fires first on each."""
+        if not (new := {pid for pid, p in self.params.items() if p.requires_grad} - self.hooked):
+            return
+        self.hooked |= new
+        for handle in self._grad_hooks:
+            handle.remove()
+        hooked = [self.params[pid] for pid in self.hooked]
+        self._grad_hooks = [
+            torch.autograd.graph.register_multi_grad_hook(hooked, self._new_backward, mode="any")
+        ]
+        self._grad_hooks += [p.register_hook(functools.partial(self._contribution, id(p))) for p in hooked]
 
     def _snapshot(self) -> dict[int, Tensor]:
         return {pid: p.detach().clone() for pid, p in self.params.items()}
 
     def remove(self) -> None:
-        for handle in self.handles:
+        for handle in self.handles + self._grad_hooks:
             handle.remove()
         self.handles.clear()
+        self._grad_hooks.clear()
 
     def _new_backward(self, _grad: Any) -> None:
         self.backward_id += 1

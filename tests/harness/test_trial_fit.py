@@ -73,3 +73,12 @@ def test_no_data_and_bad_arguments_are_refused():
         trial_fit(harness, fit_ratio=0.0)
     with pytest.raises(ValueError, match="steps"):
         trial_fit(harness, steps=0)
+
+
+def test_parameters_unfrozen_in_a_later_epoch_are_recorded_and_one_backward_counts_once():
+    """3 epochs of 2 batches: the layer unfrozen at epoch 1 gets gradients, and every step still sees exactly
+    one backward pass (one hook over all hooked parameters, re-made when new ones start to need grad)."""
+    fit = trial_fit(Harness(M.StagedMLP(), M.loader()), steps=6, epochs=3, validate=False)
+    assert len(fit.steps) == 6 and [s.backwards for s in fit.steps] == [1] * 6
+    assert {"net.0.weight", "net.0.bias"} <= set(fit.received_grad) and fit.not_in_optimizer == []
+    assert fit.rewritten == []
