@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import lightning.pytorch as pl
 import pytest
 import torch
 
@@ -280,3 +281,46 @@ def test_a_column_of_bands_of_a_real_target_fails_and_a_noisy_band_passes(noise,
     assert result.status == status, result.message
     if status == "fail":
         assert result.details["feature"] == "inputs[:, 0]" and "bands of the target" in result.summary
+
+
+class GapFiller(pl.LightningModule):
+    """Fills the hidden steps of a series from the shown ones (the model reads ``x * shown`` and ``shown``);
+    the squared error is scored on the hidden steps, or (``score_shown``, a mask read the wrong way round) on
+    the shown ones, which the model only has to copy."""
+
+    def __init__(self, score_shown: bool = False) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 16))
+        self.score_shown = score_shown
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, shown = batch
+        scored = shown if self.score_shown else 1 - shown
+        filled = self.net(torch.cat([x * shown, shown], -1))
+        return ((filled - x) ** 2 * scored).sum() / scored.sum()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+
+def _gaps(missing_filled_with: float | None = None) -> torch.utils.data.DataLoader:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(128, 16, generator=generator).cumsum(-1)
+    shown = (torch.rand(128, 16, generator=generator) > 0.3).float()
+    if missing_filled_with is not None:  # really missing data: nothing behind a gap but the fill
+        x = torch.where(shown.bool(), x, missing_filled_with)
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, shown), batch_size=32)
+
+
+@pytest.mark.parametrize(
+    ("score_shown", "fill", "found"),
+    [(True, None, "leak"), (False, None, "no leak"), (True, 0.0, "abstains")],
+    ids=["scored_where_shown", "scored_where_hidden", "missing_values_not_scored"],
+)
+def test_a_loss_scored_only_on_values_the_model_is_shown_fails(score_shown, fill, found):
+    result = _run(GapFiller(score_shown), {"train_dataloaders": _gaps(fill)})
+    record = result.details.get("hidden_unscored", {"reason": result.summary})  # a skip: no sub-test applies
+    assert record.get("leak", "abstains") == {"leak": True, "no leak": False}.get(found, "abstains"), record
+    if found == "leak":
+        assert result.status == "fail" and result.details["leaking_test"] == "hidden_unscored"
+        assert "never scored" in result.summary and len(result.summary) <= 120

@@ -1,4 +1,4 @@
-"""The four sub-tests of ``target_leakage`` (target fed, copy targets, single feature, too good)."""
+"""The sub-tests of ``target_leakage`` (hidden, target fed, copy targets, single feature, too good)."""
 
 from __future__ import annotations
 
@@ -149,6 +149,76 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
     fix = "Pass the target only to the loss (decoders: shifted right); if meant: target_as_input=False."
     evidence = {**evidence, "leaking_starts": leaking}
     return Probe(leak=True, summary=summary, action=fix, evidence=evidence), uses
+
+
+def probe_hidden_unscored(context: CheckContext, batch: Any) -> Probe:
+    """(d) Where the model is shown only part of a float entry the loss scores (masked patches, gaps, a window
+    before its target), the loss scores some of the part it is denied, not only copies of what it is shown."""
+    floats = {k: t.detach() for k, _, t in entries(batch) if t.is_floating_point() and t.numel() > 0}
+    if not floats or not context.model.automatic_optimization:
+        return Probe("no float batch entry, or manual optimisation (the loss cannot be replayed)")
+    model = context.copy_model().eval()
+    scored = _entry_gradients(context, model, batch, floats, hold_outputs=True)  # what the loss itself reads
+    read = _entry_gradients(context, model, batch, floats, hold_outputs=False)  # what the modules read
+    judged = []  # the scored entries the model is shown only in part: their denied part holds real values
+    for key, label, _ in entries(batch):
+        if scored.get(key) is None:
+            continue
+        values, on = floats[key], scored[key] != 0
+        shown = torch.zeros_like(values, dtype=torch.bool)
+        for other, grad in read.items():
+            if grad is not None and floats[other].shape == values.shape:
+                shown |= (grad != 0) & (floats[other] == values)
+        denied = values[~shown]
+        if not on.any() or not shown.any() or denied.unique().numel() < 3:
+            continue  # nothing scored, nothing shown, nothing real denied (a fill): not the premise
+        judged.append(label)
+        if (on & ~shown).any():
+            continue
+        summary = f"the loss scores {int(on.sum())} values of {label}, each shown to the model as it is; "
+        summary += f"the {denied.numel()} it is denied are never scored"
+        action = "Score the loss where the input hides the target (check the mask: 1 = hidden or 1 = kept?)."
+        evidence = {"entry": label, "scored": int(on.sum()), "denied": denied.numel(), "measured": 1.0}
+        return Probe(leak=True, summary=summary, action=action, evidence=evidence)
+    if not judged:
+        return Probe("no scored entry is shown to the model only in part (values behind a mask, a window)")
+    return Probe(summary=f"the loss scores values the model is denied in {', '.join(judged)}")
+
+
+def _entry_gradients(
+    context: CheckContext, model: Any, batch: Any, floats: dict[Any, Tensor], hold_outputs: bool
+) -> dict[Any, Tensor | None]:
+    """Each float entry's gradient: of the loss with every module's output held, or of those outputs."""
+    leaves = {key: values.clone().requires_grad_(True) for key, values in floats.items()}
+    outputs: list[Tensor] = []
+
+    def hook(_module: Any, _args: Any, output: Any) -> Any:
+        items = list(output) if type(output) in (tuple, list) else [output]
+        if not hold_outputs:
+            outputs.extend(
+                t for t in items if isinstance(t, Tensor) and t.requires_grad and t.is_floating_point()
+            )
+            return None
+        held = [t.detach() if isinstance(t, Tensor) else t for t in items]
+        return type(output)(held) if type(output) in (tuple, list) else held[0]
+
+    losses = torch.nn.modules.loss._Loss
+    handles = [
+        m.register_forward_hook(hook) for m in model.modules() if m is not model and not isinstance(m, losses)
+    ]
+    try:
+        with torch.enable_grad():
+            loss = seeded(context.seed, context.training_loss, model, replace_entries(batch, leaves))
+    finally:
+        for handle in handles:
+            handle.remove()
+    noise = torch.Generator().manual_seed(context.seed)
+    weighted = [(t.float() * torch.randn(t.shape, generator=noise).to(t.device)).sum() for t in outputs]
+    root = loss if hold_outputs else sum(weighted, torch.zeros(()))
+    if not root.requires_grad:
+        return dict.fromkeys(leaves)
+    grads = torch.autograd.grad(root, list(leaves.values()), allow_unused=True)
+    return dict(zip(leaves, grads, strict=True))
 
 
 def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:

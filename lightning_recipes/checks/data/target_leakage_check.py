@@ -13,6 +13,7 @@ from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._leakage_probes import (
     Probe,
     probe_copy_targets,
+    probe_hidden_unscored,
     probe_single_feature,
     probe_target_fed,
     probe_too_good,
@@ -105,9 +106,31 @@ class TargetLeakageCheck(SanityCheck):
         args = self.num_batches, self.num_eval_batches, self.num_samples
         train, held_out, validation = held_out_split(context, *args)
         source = "validation batches" if validation else "held-out training batches (no validation loader)"
+        first = first_of(context, train[0], self.model_samples)
+        probes = {"hidden_unscored": _abstaining(probe_hidden_unscored, context, first)}
+        if not probes["hidden_unscored"].leak:
+            probes |= self._target_probes(context, train, held_out, first)
+        details: dict[str, Any] = {"held_out": source, **{name: p.record() for name, p in probes.items()}}
+        if leaks := [(name, p) for name, p in probes.items() if p.leak]:
+            name, found = leaks[0]
+            details["leaking_test"] = name
+            if name == "single_feature":
+                details["feature"] = found.evidence["name"]
+            details["measured"] = found.evidence.get("score", found.evidence.get("measured"))
+            return self.verdict(found.severity, found.summary, details, action=found.action)
+        details["measured"] = probes["single_feature"].evidence.get("score")
+        ran = [name for name, p in probes.items() if p.reason is None]
+        if not ran:
+            reasons = "; ".join(f"{n}: {p.reason}" for n, p in probes.items())
+            raise CheckSkipped(f"no leakage test applies here: {reasons}")
+        return self.verdict("pass", f"no target leakage in {len(ran)} of {len(probes)} tests", details)
+
+    def _target_probes(
+        self, context: CheckContext, train: list[Any], held_out: list[Any], first: Any
+    ) -> dict[str, Probe]:
+        """Sub-tests (0), (a), (b) and (c), which need the input and the target told apart."""
         if any(t is None for t in context.split(train[0])):
             raise CheckSkipped("cannot find the input and target tensors: pass `input_key` / `target_key`.")
-        first = first_of(context, train[0], self.model_samples)
         fed, uses = _abstaining(probe_target_fed, context, first, self.target_as_input)
         probes: dict[str, Probe] = {"target_as_input": fed}
         probes["copy_targets"] = _abstaining(probe_copy_targets, context, first)
@@ -124,20 +147,7 @@ class TargetLeakageCheck(SanityCheck):
                 capped = [first_of(context, batch, self.eval_samples) for batch in held_out]
                 training = {"steps": self.train_steps, "fraction": self.too_good_fraction}
                 probes["too_good"] = _abstaining(probe_too_good, context, train, capped, classes, **training)
-        details: dict[str, Any] = {"held_out": source, **{name: p.record() for name, p in probes.items()}}
-        if leaks := [(name, p) for name, p in probes.items() if p.leak]:
-            name, found = leaks[0]
-            details["leaking_test"] = name
-            if name == "single_feature":
-                details["feature"] = found.evidence["name"]
-            details["measured"] = found.evidence.get("score", found.evidence.get("measured"))
-            return self.verdict(found.severity, found.summary, details, action=found.action)
-        details["measured"] = probes["single_feature"].evidence.get("score")
-        ran = [name for name, p in probes.items() if p.reason is None]
-        if not ran:
-            reasons = "; ".join(f"{n}: {p.reason}" for n, p in probes.items())
-            raise CheckSkipped(f"no leakage test applies here: {reasons}")
-        return self.verdict("pass", f"no target leakage in {len(ran)} of {len(probes)} tests", details)
+        return probes
 
 
 def _abstaining(probe: Any, *args: Any, **kwargs: Any) -> Any:
