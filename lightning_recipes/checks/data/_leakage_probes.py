@@ -154,7 +154,7 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
 def probe_hidden_unscored(context: CheckContext, batch: Any) -> Probe:
     """(d) Where the model is shown only part of a float entry the loss scores (masked patches, gaps, a window
     before its target), the loss scores some of the part it is denied, not only copies of what it is shown."""
-    floats = {k: t.detach() for k, _, t in entries(batch) if t.is_floating_point() and t.numel() > 0}
+    floats = {k: t.detach() for k, _, t in entries(batch) if t.is_floating_point()}
     if not floats or not context.model.automatic_optimization:
         return Probe("no float batch entry, or manual optimisation (the loss cannot be replayed)")
     model = context.copy_model().eval()
@@ -192,33 +192,28 @@ def _entry_gradients(
     leaves = {key: values.clone().requires_grad_(True) for key, values in floats.items()}
     outputs: list[Tensor] = []
 
-    def hook(_module: Any, _args: Any, output: Any) -> Any:
+    def hook(module: Any, _args: Any, output: Any) -> Any:
         items = list(output) if type(output) in (tuple, list) else [output]
+        if module is model or isinstance(module, torch.nn.modules.loss._Loss):
+            return None
         if not hold_outputs:
-            outputs.extend(
-                t for t in items if isinstance(t, Tensor) and t.requires_grad and t.is_floating_point()
-            )
+            outputs.extend(t for t in items if isinstance(t, Tensor) and t.requires_grad)
             return None
         held = [t.detach() if isinstance(t, Tensor) else t for t in items]
         return type(output)(held) if type(output) in (tuple, list) else held[0]
 
-    losses = torch.nn.modules.loss._Loss
-    handles = [
-        m.register_forward_hook(hook) for m in model.modules() if m is not model and not isinstance(m, losses)
-    ]
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
     try:
         with torch.enable_grad():
             loss = seeded(context.seed, context.training_loss, model, replace_entries(batch, leaves))
     finally:
-        for handle in handles:
-            handle.remove()
-    noise = torch.Generator().manual_seed(context.seed)
-    weighted = [(t.float() * torch.randn(t.shape, generator=noise).to(t.device)).sum() for t in outputs]
-    root = loss if hold_outputs else sum(weighted, torch.zeros(()))
-    if not root.requires_grad:
+        handle.remove()
+    roots = [loss] if hold_outputs else outputs
+    if not roots or not roots[0].requires_grad:
         return dict.fromkeys(leaves)
-    grads = torch.autograd.grad(root, list(leaves.values()), allow_unused=True)
-    return dict(zip(leaves, grads, strict=True))
+    noise = torch.Generator().manual_seed(context.seed)  # random weights: no two outputs cancel
+    weights = [torch.randn(t.shape, generator=noise).to(t) for t in roots]
+    return dict(zip(leaves, torch.autograd.grad(roots, list(leaves.values()), weights, allow_unused=True)))
 
 
 def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
