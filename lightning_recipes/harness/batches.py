@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lightning_recipes.harness.walk import map_tensors
+from lightning_recipes.harness.walk import map_tensors, tensors_of
 
 __all__ = [
     "INPUT_KEYS",
@@ -121,19 +121,27 @@ def batch_size_of(batch: Any, input_key: Key = None) -> int | None:
 
 
 def slice_batch(batch: Any, count: int, batch_size: int) -> Any:
-    """The first ``count`` samples: every tensor whose leading dimension is ``batch_size`` is sliced.
+    """The first ``count`` samples of a batch whose every tensor has one row per sample (``batch_size``); a
+    batch holding another layout (an edge list, a packed sequence's data) is returned whole: cutting only
+    its per-sample tensors would break the indices between them.
 
     Example:
         >>> import torch
         >>> x, y = slice_batch((torch.zeros(8, 3), torch.arange(8)), 2, 8)
         >>> tuple(x.shape), y.tolist()
         ((2, 3), [0, 1])
+        >>> nodes, edges = slice_batch((torch.zeros(8, 3), torch.tensor([[0, 7], [7, 0]])), 2, 8)
+        >>> tuple(nodes.shape)
+        (8, 3)
     """
+    if not one_row_per_sample(batch, batch_size):
+        return batch
+    return map_tensors(batch, lambda tensor: tensor[:count] if tensor.ndim else tensor)
 
-    def cut(tensor: Tensor) -> Tensor:
-        return tensor[:count] if tensor.ndim > 0 and tensor.shape[0] == batch_size else tensor
 
-    return map_tensors(batch, cut)
+def one_row_per_sample(batch: Any, batch_size: int) -> bool:
+    """Whether every tensor of ``batch`` leads with ``batch_size`` rows (not an edge list, packed data)."""
+    return all(tensor.ndim == 0 or tensor.shape[0] == batch_size for tensor in tensors_of(batch))
 
 
 def clone_tensors(batch: Any) -> Any:
