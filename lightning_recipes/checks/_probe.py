@@ -16,7 +16,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from lightning_recipes._stats import NoiseVerdict
 from lightning_recipes.checks.report import CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import batch_size_of, slice_batch
+from lightning_recipes.harness.batches import batch_size_of, replace_inputs, slice_batch
 from lightning_recipes.harness.forward_capture import step_output, takes_more_than_the_input
 
 T = TypeVar("T")
@@ -37,12 +37,6 @@ def first_of(context: CheckContext, batch: Any, count: int) -> Any:
     """The first ``count`` samples of ``batch`` (the whole batch if it is no larger or has no size)."""
     size = batch_size_of(batch, context.input_key)
     return batch if size is None or size <= count else slice_batch(batch, count, size)
-
-
-def first_samples(context: CheckContext, count: int) -> tuple[Any, Tensor | None]:
-    """The first training batch cut to its first ``count`` samples, and its input tensor (or ``None``)."""
-    batch = first_of(context, context.train_batches(1)[0], count)
-    return batch, context.split(batch)[0]
 
 
 def held_out_split(
@@ -72,16 +66,9 @@ def entries(batch: Any) -> list[tuple[Any, str, Tensor]]:
 
 def replace_entries(batch: Any, changes: dict[Any, Tensor]) -> Any:
     """A new batch with the entries ``changes`` names replaced (key ``None``: the batch is that tensor)."""
-    if isinstance(batch, Tensor):
-        return changes[None]
-    if isinstance(batch, Mapping):
-        return {**batch, **changes}
-    items = list(batch)
     for key, value in changes.items():
-        items[key] = value
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-        return type(batch)(*items)
-    return tuple(items) if isinstance(batch, tuple) else items
+        batch = replace_inputs(batch, value, key)
+    return batch
 
 
 def model_output(context: CheckContext, model: pl.LightningModule, batch: Any) -> Tensor:

@@ -153,8 +153,7 @@ def run_preflight(
     data = resolve_fit_data("preflight", model, datamodule, train_dataloaders, val_dataloaders)
     num_classes = options.num_classes if options.num_classes is not None else data.num_classes
     harness = options.harness(device=device, datamodule=datamodule, num_classes=num_classes)
-    context = CheckContext(model, data.train, data.val, **harness)
-    report = run_checks(checks, context, options)
+    report = run_checks(checks, CheckContext(model, data.train, data.val, **harness), options)
     if options.print_report:
         report.print(verbose=options.verbose)
     return report

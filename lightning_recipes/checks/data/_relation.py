@@ -57,8 +57,7 @@ def features(x: Tensor) -> Tensor:
     """Samples ``[N, ...]`` as float rows ``[N, D]``; images larger than 16x16 average-pooled to 16x16."""
     x = x.detach().float().cpu()
     if x.ndim >= 3 and (x.shape[-1] > _SIDE or x.shape[-2] > _SIDE):
-        lead = x.shape[:-2]
-        x = F.adaptive_avg_pool2d(x.reshape(-1, 1, *x.shape[-2:]), _SIDE).reshape(*lead, -1)
+        x = F.adaptive_avg_pool2d(x.reshape(-1, 1, *x.shape[-2:]), _SIDE).reshape(*x.shape[:-2], -1)
     return x.reshape(len(x), -1).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
 
 
@@ -202,9 +201,8 @@ def _per_position(
     """Input value at a position -> target at that position; scores averaged per sample."""
 
     def pairs(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        value = (
-            x.float() if x.shape[1:] == y.shape[1:] else x.float().reshape(len(x), -1, *y.shape[1:]).mean(1)
-        )
+        x = x.float()
+        value = x if x.shape[1:] == y.shape[1:] else x.reshape(len(x), -1, *y.shape[1:]).mean(1)
         valid = (y >= 0) if classes else torch.isfinite(y)
         sample = torch.arange(len(y))[:, None].expand(len(y), y[0].numel()).reshape(-1)
         keep = valid.reshape(-1)

@@ -108,8 +108,7 @@ def repeat_test(train: Tensor, val: Tensor) -> Repeats | None:
     inside = (ratio.clamp(0, 1) ** dimension).clamp(max=1 - 1e-16)
     chance = -torch.expm1((REFERENCE_RANK - 1) * torch.log1p(-inside))
     flagged = usable & (chance < ALPHA)
-    rows = flagged.nonzero().flatten()[:5].tolist()
-    examples = tuple((int(r), int(where[r, 0])) for r in rows)
+    examples = tuple((int(r), int(where[r, 0])) for r in flagged.nonzero().flatten()[:5].tolist())
     return Repeats(
         queries=int(usable.sum()),
         keys=len(train),

@@ -26,8 +26,8 @@ from lightning_recipes.checks.data._loader_samples import check_pair, distinct_l
 from lightning_recipes.checks.data._relation import Relation, Split, relations
 from lightning_recipes.checks.report import CheckResult, Status
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness import is_shuffled
 from lightning_recipes.harness.batches import is_float, split_batch
+from lightning_recipes.harness.loaders import is_shuffled, loader_length
 from lightning_recipes.harness.walk import tensors_of
 
 __all__ = ["DataCheck"]
@@ -62,9 +62,7 @@ def stored_duplicate_fraction(
     """Share of repeats in the first ``limit`` rows of a stored tensor shaped like the inputs, or ``None``."""
     dataset = getattr(loader, "dataset", None)
     shapes = {tuple(x.shape[1:]) for x in inputs if x is not None and x.ndim >= 2}
-    try:
-        size = len(dataset)  # type: ignore[arg-type]
-    except TypeError:
+    if (size := loader_length(dataset)) is None:
         return None
     for tensor in _stored_tensors(dataset).values():
         aligned = isinstance(tensor, Tensor) and tensor.is_floating_point() and len(tensor) == size > 1

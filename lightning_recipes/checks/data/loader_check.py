@@ -22,8 +22,7 @@ from lightning_recipes.checks.data._loader_samples import (
 )
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness import is_shuffled
-from lightning_recipes.harness.loaders import describe_loader, loader_length
+from lightning_recipes.harness.loaders import describe_loader, is_shuffled, loader_length
 
 __all__ = ["LoaderCheck"]
 
@@ -93,7 +92,8 @@ class LoaderCheck(SanityCheck):
                 return self.verdict("fail", summary, empty, action=action)
         details: dict[str, Any] = {"empty_loaders": 0}
         served = served_indices(train, MAX_EPOCH_INDICES)
-        batches = f"{_batches(train, served)} batch(es) per epoch"
+        length = served.batches if served is not None and served.complete else loader_length(train)
+        batches = f"{'>= 1' if length is None else length} batch(es) per epoch"
         if served is None or not isinstance(train, DataLoader):
             details["not_checked"] = "the served label distribution (not a map-style DataLoader)"
             return self.verdict("pass", f"the training loader yields {batches}", details)
@@ -215,13 +215,6 @@ def _empty(split: str, loader: Any) -> tuple[str, str]:
         elif loader.drop_last and batch_size is not None and indices is not None and batch_size > indices:
             fix = f"drop_last drops the only batch ({indices} < batch_size={batch_size}): drop_last=False."
     return f"the {split} loader yields no batch per epoch", fix
-
-
-def _batches(loader: Any, served: Any) -> str:
-    if served is not None and served.complete:
-        return str(served.batches)
-    length = loader_length(loader)
-    return ">= 1" if length is None else str(length)
 
 
 def _cheap_labels(dataset: Any) -> bool:

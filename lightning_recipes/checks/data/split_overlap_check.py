@@ -18,6 +18,7 @@ from lightning_recipes.checks.data._relation import features
 from lightning_recipes.checks.data._split_repeats import MAX_KEYS, repeat_level, repeats_of
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.loaders import loader_length
 from lightning_recipes.harness.walk import tensors_of
 
 __all__ = ["SplitOverlapCheck"]
@@ -202,9 +203,7 @@ class SplitOverlapCheck(SanityCheck):
         matches: dict[int, int] = {}
         chance = 0
         methods = set()
-        groups: dict[tuple[tuple[int, ...], bool], tuple[list[int], list[int]]] = defaultdict(
-            lambda: ([], [])
-        )
+        groups: defaultdict[Any, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))  # train, val
         for side, (samples, blank) in enumerate(((train, train_blank), (val, val_blank))):
             for index, sample in enumerate(samples):
                 if not blank[index]:
@@ -268,11 +267,7 @@ def _row_hashes(context: CheckContext, batches: list[Any]) -> list[bytes]:
 
 def _coverage(loader: Any, read: int) -> tuple[float, int | None]:
     """Fraction of the training set read, when the loader's dataset has a length."""
-    dataset = getattr(loader, "dataset", None)
-    try:
-        total = len(dataset)  # type: ignore[arg-type]
-    except TypeError:
-        total = 0
+    total = loader_length(getattr(loader, "dataset", None)) or 0
     return (1.0, None) if total <= 0 else (min(1.0, read / total), total)
 
 
@@ -299,8 +294,7 @@ def _fingerprint(x: Tensor) -> Tensor:
     x = features(x)
     if x.shape[1] > _MAX_DIM:
         generator = torch.Generator().manual_seed(0)  # fixed: the same projection for both splits
-        projection = torch.randn(x.shape[1], _MAX_DIM, generator=generator).to(x.device)
-        x = x @ projection
+        x = x @ torch.randn(x.shape[1], _MAX_DIM, generator=generator).to(x.device)
     x = x - x.mean(dim=1, keepdim=True)
     return x / x.norm(dim=1, keepdim=True).clamp_min(1e-12)
 

@@ -15,7 +15,6 @@ from lightning_recipes.checks._probe import listed
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.optimizers import configure_optimizers_on_copy, optimizers_from_config
 from lightning_recipes.harness.trial_fit import StepRecord, trial_fit
 
 __all__ = ["OptimizationCheck"]
@@ -153,8 +152,7 @@ def _never_stepped(
     if not any(steps_per_optimizer) or all(steps_per_optimizer):
         return []
     model = context.copy_model()
-    config, error = configure_optimizers_on_copy(model, context.trainer_for_copies())
-    optimizers = [] if error else optimizers_from_config(config)
+    optimizers = context.build_optimizers(model).optimizers  # AdamW standing in: one, never a match
     if len(optimizers) != len(steps_per_optimizer):
         return []
     names = {id(p): name for name, p in model.named_parameters()}

@@ -121,9 +121,8 @@ def judge_curve(
     tail = float(curve[min(n - 1, int(0.9 * total))])
     rising = n == total and n - 1 > int(0.9 * total) and float(curve[-1]) > tail * (1 + 1e-9)
     if float(curve[0]) < low * base and rising and float(curve.max()) < 0.5 * base:
-        return CurveFinding(
-            "never_warms_up", f"still rises at step {total}, at {float(curve[-1]) / base:.2g} x base"
-        )
+        rises = f"still rises at step {total}, at {float(curve[-1]) / base:.2g} x base"
+        return CurveFinding("never_warms_up", rises)
     positive = torch.nonzero(curve > 0).flatten()
     if n == total and len(positive):
         start, end = float(curve[int(positive[0])]), float(curve[-1])

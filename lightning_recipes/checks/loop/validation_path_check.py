@@ -12,7 +12,7 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import difference_noise
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._probe import first_samples, keeping_statistics, listed
+from lightning_recipes.checks._probe import first_of, keeping_statistics, listed
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped, Status
 from lightning_recipes.harness import Harness as CheckContext
@@ -131,7 +131,7 @@ class ValidationPathCheck(SanityCheck):
 def _statistics_kept_by_hand(context: CheckContext) -> list[str]:
     """Modules other than BatchNorm whose buffers a training step's forward changes."""
     model = context.copy_model().train()
-    batch, _ = first_samples(context, 64)
+    batch = first_of(context, context.train_batches(1)[0], 64)
     kept = keeping_statistics(model, lambda: context.training_loss(model, batch))
     names = {id(m): name for name, m in model.named_modules()}
     return [names[id(m)] or type(m).__name__ for m in kept if not isinstance(m, _BatchNorm)]

@@ -116,9 +116,7 @@ def _signed(dim: Any) -> int | None:
 def _scalar(value: Any) -> float | None:
     if isinstance(value, Tensor):
         return float(value.detach()) if value.numel() == 1 else None  # sync: once, on a saved scalar
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 #: Regression losses as a function of the distance ``d >= 0`` between input and target (torch's defaults).

@@ -347,9 +347,7 @@ def _input_as_prediction(context: CheckContext, chunks: list[Any]) -> Gain | Non
                     return None
     except Exception:  # a step that cannot take its input as its output: no control
         return None
-    if len(own) < 3:
-        return None
-    return held_out_gain(torch.stack(own).cpu(), torch.stack(moved).cpu())
+    return None if len(own) < 3 else held_out_gain(torch.stack(own).cpu(), torch.stack(moved).cpu())
 
 
 def _one_target_for_all(batches: list[Any], keys: set[Any]) -> bool:

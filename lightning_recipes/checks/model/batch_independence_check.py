@@ -14,7 +14,7 @@ from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._probe import (
     entries,
-    first_samples,
+    first_of,
     keeping_statistics,
     replace_entries,
     seeded,
@@ -68,7 +68,8 @@ class BatchIndependenceCheck(SanityCheck):
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
-        sample, inputs = first_samples(context, self.num_samples)
+        sample = first_of(context, context.train_batches(1)[0], self.num_samples)
+        inputs = context.split(sample)[0]
         if inputs is None or inputs.ndim == 0:
             raise CheckSkipped("cannot find the input tensor in the batch; pass `input_key`.")
         count = int(inputs.shape[0])
@@ -110,10 +111,8 @@ class BatchIndependenceCheck(SanityCheck):
             except Exception as err:
                 error = error or err
         else:
-            raise CheckSkipped(
-                f"neither forward nor training_step runs on {count} samples with the input alone "
-                f"({type(error).__name__}: {str(error)[:24]}); pass `input_key=`."
-            )
+            alone = f"neither forward nor training_step runs on {count} samples with the input alone"
+            raise CheckSkipped(f"{alone} ({type(error).__name__}: {str(error)[:24]}); pass `input_key=`.")
         cross, own = found
         pairs = [(p, j) for p in range(len(probes)) for j in range(count)]
         p, j = max(pairs, key=lambda t: cross[t[0]][t[1]])
@@ -235,14 +234,10 @@ def _permutation_test(
     """Eval, no grad: a batch rotated by one slot must give the rotated outputs, beyond seed noise."""
     order = torch.roll(torch.arange(count), 1)  # slot i gets sample i - 1: every sample moves
     rotated = map_tensors(batch, lambda t: t[order.to(t.device)] if t.ndim > 0 and t.shape[0] == count else t)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            passes = [(batch, 0), (batch, 1), (rotated, 0)]
-            a, b, p = (seeded(context.seed + s, output, x).detach() for x, s in passes)
-    finally:
-        model.train(was_training)
+    model.eval()  # the copy's last passes: it is not trained again
+    with torch.no_grad():
+        passes = [(batch, 0), (batch, 1), (rotated, 0)]
+        a, b, p = (seeded(context.seed + s, output, x).detach() for x, s in passes)
     details["permutation"] = {"order": order.tolist()}
     if a.ndim == 0 or a.shape[0] != count or not a.shape == b.shape == p.shape:
         return None

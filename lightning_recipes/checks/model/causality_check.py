@@ -126,12 +126,7 @@ class CausalityCheck(SanityCheck):
     ) -> tuple[float, float, tuple[int, int, bool] | None]:
         """The largest effect, the largest on an earlier output, and the first leak (output, input, more)."""
         replacement = _replacement(inputs, context.seed)
-
-        def swap(changed: Tensor) -> Any:  # the perturbed sequence in its place in the batch
-            return (
-                context.with_inputs(batch, changed) if key is None else replace_entries(batch, {key: changed})
-            )
-
+        where = context.keys()[0] if key is None else key  # the perturbed sequence's place in the batch
         seq = int(inputs.shape[1])
 
         def output(batch: Any) -> Tensor:  # [B, S, ...], with the same randomness in every compared pass
@@ -145,7 +140,7 @@ class CausalityCheck(SanityCheck):
                 changed = inputs.clone()
                 changed[:, start:stop] = replacement[:, start:stop]
                 with perturbed("later positions of the sequence replaced"):
-                    moved = output(swap(changed))
+                    moved = output(replace_entries(batch, {where: changed}))
                 return (moved - base).float().abs().transpose(0, 1).reshape(seq, -1).amax(1)
 
             table = torch.stack([effect(p + 1, seq) for p in probes]).tolist()  # sync: once

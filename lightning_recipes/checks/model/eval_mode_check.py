@@ -15,7 +15,7 @@ from torch.utils._pytree import tree_leaves
 from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._probe import first_samples, listed, model_output, seed_all
+from lightning_recipes.checks._probe import first_of, listed, model_output, seed_all
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckResult
 from lightning_recipes.harness import Harness as CheckContext
@@ -63,7 +63,7 @@ class EvalModeCheck(SanityCheck):
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
-        batch, _ = first_samples(context, self.num_samples)
+        batch = first_of(context, context.train_batches(1)[0], self.num_samples)
         model = context.copy_model().eval()
         states = [_state(model)]
         passes = []
@@ -158,9 +158,7 @@ class _Sampling(TorchFunctionMode):
     def __init__(self, batch: Any) -> None:
         super().__init__()
         self.found = False
-        self._tags: dict[int, tuple[Tensor, frozenset[str]]] = {
-            id(t): (t, frozenset({"input"})) for t in tree_leaves(batch) if isinstance(t, Tensor)
-        }
+        self._tags = {id(t): (t, frozenset({"input"})) for t in tree_leaves(batch) if isinstance(t, Tensor)}
 
     def _of(self, value: Any) -> frozenset[str]:
         if isinstance(value, nn.Parameter):

@@ -105,9 +105,8 @@ class GradFlowCheck(SanityCheck):
             action = "Build the optimizer's param groups from self.named_parameters()."
             return self.verdict("fail", summary, details, action)
         details["unread_entries"] = unread_entries = _unread_entries(context, model)
-        found: dict[str, Any] = {"compared": False, "why": "derivative=False"}
-        if self.derivative:
-            found = derivative_check(context, model, trainable)
+        off: dict[str, Any] = {"compared": False, "why": "derivative=False"}
+        found = derivative_check(context, model, trainable) if self.derivative else off
         details["derivative"] = found
         if found.get("mismatch"):
             # a hand-written backward may edit the gradient on purpose (a reversal layer): not failed

@@ -94,8 +94,7 @@ def find_padding(
         steps = real.int().diff(dim=1)  # real positions: a prefix (right padding) or a suffix (left) of a row
         if not bool(((steps <= 0).all(1) | (steps >= 0).all(1)).all()):
             continue  # real positions scattered in a row: another kind of mask (MLM, loss), not padding
-        size, length = int(mask.shape[0]), int(mask.shape[1])
-        keys = [k for k, t in entries if k != key and t.shape[:2] == (size, length)]  # [B, T, ...] entries
+        keys = [k for k, t in entries if k != key and t.shape[:2] == mask.shape]  # [B, T, ...] entries
         if keys:
             return Padding(key, pad_value, real.bool(), keys, convention), ""
     if inputs is None or inputs.ndim < 2:
