@@ -53,6 +53,8 @@ PROOF_MODULES = (
     "galleries/preflight/sealed/test_proofs_m.py",
     "galleries/preflight/sealed/test_proofs_n.py",
     "galleries/preflight/sealed/test_proofs_o.py",
+    "galleries/preflight/sealed/test_proofs_p.py",
+    "galleries/preflight/sealed/test_proofs_q.py",
     "galleries/health/zoo1/test_proofs.py",
     "galleries/health/zoo2/test_proofs.py",
     "galleries/health/zoo3/test_proofs.py",
