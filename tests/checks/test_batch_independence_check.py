@@ -299,3 +299,41 @@ def test_a_target_scaled_with_each_batchs_statistics_fails(scaling: str, status:
         assert result.details["method"] == "target perturbation" and result.details["entry"] == 1
         assert result.details["rows_moved"] >= 6 and len(result.summary) <= 120
         assert "Scale targets with statistics of the training set" in result.action
+
+
+class NeighbourContext(M.MLP):
+    """Each row also reads the row before it (its context in a sequence served in order: a night of sleep
+    epochs): legitimate for a loader that serves rows in order, a leak across samples for a shuffled one."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x + 0.5 * torch.cat([x[:1], x[:-1]]))
+
+
+@pytest.mark.parametrize(("shuffle", "status"), [(True, "fail"), (False, "inconclusive")])
+def test_rows_that_read_their_neighbours_are_judged_only_when_the_loader_shuffles(shuffle, status) -> None:
+    result = BatchIndependenceCheck().run(CheckContext(NeighbourContext(), M.loader(shuffle=shuffle)))
+    assert result.status == status, result.message
+    assert len(result.summary) <= 120 and "reshape/view over the batch axis" in result.action
+
+
+class NodeRegressor(M.AdamModule):
+    """Graphs batched as an edge list: node features (nodes, F), ``edges`` (2, E) indexing them, one target
+    per node; each node reads its neighbours by design."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.own, self.neighbours = nn.Linear(M.IN, 1), nn.Linear(M.IN, 1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        nodes, edges, target = batch
+        summed = torch.zeros_like(nodes).index_add_(0, edges[1], nodes[edges[0]])
+        return F.mse_loss((self.own(nodes) + self.neighbours(summed)).squeeze(-1), target)
+
+
+def test_an_edge_list_batch_is_neither_cut_nor_judged_by_row() -> None:
+    g = torch.Generator().manual_seed(0)
+    nodes, edges = torch.randn(96, M.IN, generator=g), torch.randint(0, 96, (2, 300), generator=g)
+    graphs = (nodes, edges, nodes[:, 0] + 0.1 * torch.randn(96, generator=g))
+    loader = DataLoader(range(4), batch_size=2, collate_fn=lambda _: graphs)  # a collate of whole graphs
+    result = BatchIndependenceCheck(num_samples=8).run(CheckContext(NodeRegressor(), loader))
+    assert result.status == "skip" and "not one row per sample" in result.summary, result.message
