@@ -280,19 +280,20 @@ class Regressor(AdamModule):
         self.log("val_loss", F.mse_loss(self(x), y))
 
 
-def _sensors(n: int = 256) -> DataLoader:
+def _sensors(n: int = 256, shuffle: bool = False) -> DataLoader:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(n, 6, generator=g) * 40 + 50  # raw units: far from standardised
     y = (x[:, 0] - 50) / 40 + 0.5 * ((x[:, 1] - 50) / 40) ** 2
-    return DataLoader(TensorDataset(x, y), batch_size=32)
+    return DataLoader(TensorDataset(x, y), batch_size=32, shuffle=shuffle, generator=g if shuffle else None)
 
 
 def test_a_running_normaliser_written_by_hand_runs_in_eval_like_batchnorm():
     passed = BatchIndependenceCheck().run(CheckContext(Regressor(RunningNormaliser(6)), _sensors()))
     assert passed.status == "pass", passed.message
     assert float(passed.details["max_cross_effect"]) == 0.0
-    # the positive control: an output that mixes the batch in eval as well still fails
-    mixed = BatchIndependenceCheck().run(CheckContext(Regressor(RunningNormaliser(6), mix=True), _sensors()))
+    # the positive control: an output that mixes the (shuffled) batch in eval as well still fails
+    mixing = Regressor(RunningNormaliser(6), mix=True)
+    mixed = BatchIndependenceCheck().run(CheckContext(mixing, _sensors(shuffle=True)))
     assert mixed.status == "fail", mixed.message
 
 

@@ -162,9 +162,9 @@ def probe_hidden_unscored(context: CheckContext, batch: Any) -> Probe:
     read = _entry_gradients(context, model, batch, floats, hold_outputs=False)  # what the modules read
     judged = []  # the scored entries the model is shown only in part: their denied part holds real values
     for key, label, _ in entries(batch):
-        if scored.get(key) is None:
+        if (gradient := scored.get(key)) is None:
             continue
-        values, on = floats[key], scored[key] != 0
+        values, on = floats[key], gradient != 0
         shown = torch.zeros_like(values, dtype=torch.bool)
         for other, grad in read.items():
             if grad is not None and floats[other].shape == values.shape:
