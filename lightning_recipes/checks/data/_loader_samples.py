@@ -96,9 +96,7 @@ def _integer_labels(labels: Tensor) -> Tensor | None:
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
         return None
     labels = labels.reshape(len(labels), -1) if labels.ndim else labels.reshape(1, 1)
-    if labels.shape[1] != 1:  # a sequence or a mask per sample: not one label per sample
-        return None
-    return labels[:, 0].to(torch.long)
+    return labels[:, 0].to(torch.long) if labels.shape[1] == 1 else None  # else a sequence or mask per sample
 
 
 def distinct_loader(

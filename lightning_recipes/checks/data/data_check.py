@@ -296,11 +296,8 @@ class DataCheck(SanityCheck):
         if not per_sample:
             return
         every = torch.cat(per_sample)
-        single = [
-            i
-            for i, t in enumerate(per_sample)
-            if len(t) >= 8 and torch.unique(t[t != IGNORE_INDEX]).numel() == 1
-        ]
+        one_class = [len(t) >= 8 and torch.unique(t[t != IGNORE_INDEX]).numel() == 1 for t in per_sample]
+        single = [i for i, one in enumerate(one_class) if one]
         many = torch.unique(every).numel() >= 2
         ordered = many and bool((every[1:] >= every[:-1]).all())
         shuffled = is_shuffled(context.train_dataloader)
