@@ -6,7 +6,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_only
@@ -18,10 +18,6 @@ from lightning_recipes.checks._options import PreflightOptions
 from lightning_recipes.checks.report import CheckResult, PreflightError, PreflightReport
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.isolation import cpu_threads
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
 
 #: Seconds kept back for each check still to run when a check's budget is cut to fit the total.
 RESERVE_PER_CHECK = 0.5
@@ -45,14 +41,13 @@ def run_checks(
     context: CheckContext,
     options: PreflightOptions,
     *,
-    console: Console | None = None,
     draw: bool = True,
 ) -> PreflightReport:
     """Run each check on the shared context, within ``options``' threads and budgets; collect a report."""
     started = time.perf_counter()
     results: list[CheckResult] = []
     progress, total_time_budget = options.progress, options.total_time_budget
-    line = ProgressLine("preflight", len(checks), enabled=progress and draw, console=console)
+    line = ProgressLine("preflight", len(checks), enabled=progress and draw)
     with cpu_threads(options.num_threads, context.device), line:
         for index, check in enumerate(checks):
             default = options.time_budget

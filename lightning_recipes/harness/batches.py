@@ -23,6 +23,7 @@ __all__ = [
     "replace_inputs",
     "slice_batch",
     "split_batch",
+    "target_key_of",
 ]
 
 INPUT_KEYS = (
@@ -50,6 +51,11 @@ def check_key(name: str, value: Any) -> None:
 def input_key_of(batch: Any, key: Key) -> Key:
     """The input's key or index in ``batch``: ``key`` when given, else by the convention above."""
     return _conventional_key(batch, key, INPUT_KEYS, target=False)
+
+
+def target_key_of(batch: Any, key: Key) -> Key:
+    """The target's key or index in ``batch``: ``key`` when given, else by the convention above."""
+    return _conventional_key(batch, key, TARGET_KEYS, target=True)
 
 
 def _conventional_key(batch: Any, key: Key, names: tuple[str, ...], target: bool) -> Key:
@@ -86,8 +92,7 @@ def split_batch(
     """
     if isinstance(batch, Tensor):
         return (batch if input_key is None else None), None
-    targets = _get(batch, _conventional_key(batch, target_key, TARGET_KEYS, target=True))
-    return _get(batch, input_key_of(batch, input_key)), targets
+    return _get(batch, input_key_of(batch, input_key)), _get(batch, target_key_of(batch, target_key))
 
 
 def replace_inputs(batch: Any, inputs: Tensor, input_key: Key = None) -> Any:

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset, Subset, TensorDataset
 
-from lightning_recipes.harness.batches import TARGET_KEYS, Key
+from lightning_recipes.harness.batches import Key, target_key_of
 from lightning_recipes.harness.isolation import preserved_loader_rng
 
 
@@ -79,12 +79,11 @@ def dataset_labels(dataset: Any, indices: Sequence[int], target_key: Key) -> Ten
 
 
 def _target_of(sample: Any, target_key: Key) -> Tensor | None:
+    key = target_key_of(sample, target_key)
     if isinstance(sample, Mapping):
-        key = target_key if target_key is not None else next((k for k in TARGET_KEYS if k in sample), None)
         value = sample.get(key) if key is not None else None
-    elif isinstance(sample, (list, tuple)) and len(sample) >= 2:
-        position = target_key if isinstance(target_key, int) else -1
-        value = sample[position] if not isinstance(target_key, str) else None
+    elif isinstance(sample, (list, tuple)) and len(sample) >= 2 and isinstance(key, int):
+        value = sample[key]  # the given index, else the last
     else:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, Tensor)):
@@ -97,9 +96,7 @@ def _integer_labels(labels: Tensor) -> Tensor | None:
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
         return None
     labels = labels.reshape(len(labels), -1) if labels.ndim else labels.reshape(1, 1)
-    if labels.shape[1] != 1:  # a sequence or a mask per sample: not one label per sample
-        return None
-    return labels[:, 0].to(torch.long)
+    return labels[:, 0].to(torch.long) if labels.shape[1] == 1 else None  # else a sequence or mask per sample
 
 
 def distinct_loader(

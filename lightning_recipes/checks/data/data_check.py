@@ -131,10 +131,9 @@ class DataCheck(SanityCheck):
         impure = _purity(context.train_dataloader)  # first: before this check reads anything
         batches = context.train_batches(self.num_batches)
         inputs = [context.split(b)[0] for b in batches]
-        targets = [context.split(b)[1] for b in batches]
         details: dict[str, Any] = {"batches": len(batches)}
         self._found: list[Finding] = []
-        self._finite(context, batches, inputs, targets, details)
+        self._finite(context, batches, details)
         self._inputs(inputs, details)
         if not details.get("constant_input_batches"):
             self._samples(context, inputs, details)
@@ -144,7 +143,7 @@ class DataCheck(SanityCheck):
             summary = f"reading the data changes it: {changed} after {impure['reads']} reads"
             action = "Build new tensors in `__getitem__`; never modify the stored ones in place (`+=`)."
             self._add("fail", summary, action)
-        self._labels(context, batches, targets, details)
+        self._labels(context, batches, details)
         uniform = _drawn_uniformly(context, self.num_batches)
         self._splits(context, batches, details, relate=uniform is None)
         if uniform is not None:  # pairing is the dataset's: judged on samples drawn as validation's are
@@ -162,16 +161,10 @@ class DataCheck(SanityCheck):
     def _add(self, status: Literal["fail", "warn"], summary: str, action: str) -> None:
         self._found.append(Finding(status, summary, action=action))
 
-    def _finite(
-        self,
-        context: CheckContext,
-        batches: list[Any],
-        inputs: list[Any],
-        targets: list[Any],
-        details: dict[str, Any],
-    ) -> None:
+    def _finite(self, context: CheckContext, batches: list[Any], details: dict[str, Any]) -> None:
         counts: dict[str, list[int]] = {}
-        for batch, x, y in zip(batches, inputs, targets, strict=True):
+        splits: list[Any] = [(b, *context.split(b)) for b in batches]  # (batch, inputs, targets)
+        for batch, x, y in splits:
             for tensor in tensors_of(batch):
                 if is_float(tensor):
                     role = "inputs" if tensor is x else "targets" if tensor is y else "other tensors"
@@ -181,7 +174,7 @@ class DataCheck(SanityCheck):
         bad = {role: {"nan": n, "inf": i} for role, (n, i) in counts.items() if n or i}
         details["nonfinite_values"] = sum(c["nan"] + c["inf"] for c in bad.values())
         if set(bad) == {"targets"}:  # gaps in the targets (missing cells) that the step masks are no fault
-            batch = next(b for b, y in zip(batches, targets, strict=True) if not bool(y.isfinite().all()))
+            batch = next(b for b, _, y in splits if not bool(y.isfinite().all()))
             if _finite_loss(context, batch):
                 details["nonfinite_targets_masked"] = True
                 return
@@ -268,9 +261,8 @@ class DataCheck(SanityCheck):
             return inferred[0] if inferred else None
         return None
 
-    def _labels(
-        self, context: CheckContext, batches: list[Any], targets: list[Any], details: dict[str, Any]
-    ) -> None:
+    def _labels(self, context: CheckContext, batches: list[Any], details: dict[str, Any]) -> None:
+        targets: list[Any] = [context.split(b)[1] for b in batches]
         details["num_classes"] = classes = self._num_classes(context, batches[0], targets[0])
         is_label = [t is not None and not t.is_floating_point() and t.dtype != torch.bool for t in targets]
         labels = [t for t, keep in zip(targets, is_label, strict=True) if keep]
@@ -304,11 +296,8 @@ class DataCheck(SanityCheck):
         if not per_sample:
             return
         every = torch.cat(per_sample)
-        single = [
-            i
-            for i, t in enumerate(per_sample)
-            if len(t) >= 8 and torch.unique(t[t != IGNORE_INDEX]).numel() == 1
-        ]
+        one_class = [len(t) >= 8 and torch.unique(t[t != IGNORE_INDEX]).numel() == 1 for t in per_sample]
+        single = [i for i, one in enumerate(one_class) if one]
         many = torch.unique(every).numel() >= 2
         ordered = many and bool((every[1:] >= every[:-1]).all())
         shuffled = is_shuffled(context.train_dataloader)

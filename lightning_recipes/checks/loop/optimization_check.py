@@ -191,6 +191,4 @@ def _gradient_kind(step: StepRecord) -> tuple[str, float]:
     last = g * g - 2 * step.scale * c * c / k + c * c / (k * k) if k >= 2 else math.inf  # |g - c/k|^2
     if math.sqrt(max(last, 0.0)) <= LAST_ONLY * c / k:
         return "last_only", relative
-    if 0 < step.scale <= 1 + REL_TOL:
-        return "scaled", relative
-    return "other", relative
+    return ("scaled" if 0 < step.scale <= 1 + REL_TOL else "other"), relative

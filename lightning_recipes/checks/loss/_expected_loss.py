@@ -199,9 +199,7 @@ def _class_frequencies(calls: list[LossCall], classes: int) -> tuple[Tensor | No
         counts += torch.bincount(target[keep], minlength=classes)[:classes].double().cpu()
         predicted += probs[keep].sum(0).cpu()
         rows += int(keep.sum())  # sync: once per batch
-    if rows == 0:
-        return None, None, 0
-    return counts / rows, predicted / rows, rows
+    return (counts / rows, predicted / rows, rows) if rows else (None, None, 0)
 
 
 def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:

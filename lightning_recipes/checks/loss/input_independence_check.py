@@ -298,10 +298,8 @@ class InputIndependenceCheck(SanityCheck):
                 for c, s in zip(recorder.calls, swap)
             ]
             moved = _take(batch, perm, len(perm), fixed)
-            with (
-                perturbed("inputs given to other samples"),
-                LossRecorder(targets=targets) if any(swap) else nullcontext(),
-            ):
+            keeping = LossRecorder(targets=targets) if any(swap) else nullcontext()  # the targets in place
+            with perturbed("inputs given to other samples"), keeping:
                 try:
                     record.append(context.optimization_step(model, optimizers, moved, step))
                 except TargetSwapError as err:

@@ -240,7 +240,5 @@ def _changed(before: dict[str, Tensor], after: dict[str, Tensor]) -> list[str]:
 def _mode_dependent_layers(model: nn.Module) -> dict[str, int]:
     """Layers whose output depends on train()/eval() (for information, never flagged), by class."""
     kinds = (dropout._DropoutNd, batchnorm._BatchNorm, instancenorm._InstanceNorm)
-    tracked = (
-        m for m in model.modules() if isinstance(m, kinds[:2]) or getattr(m, "track_running_stats", False)
-    )
+    tracked = (m for m in model.modules() if not isinstance(m, kinds[2]) or m.track_running_stats)
     return dict(Counter(type(m).__name__ for m in tracked if isinstance(m, kinds)))

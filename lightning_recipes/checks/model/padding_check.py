@@ -22,7 +22,7 @@ from lightning_recipes.checks.model.causality_check import _replacement
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import TARGET_KEYS, Key, check_key, input_key_of, slice_batch
+from lightning_recipes.harness.batches import Key, check_key, input_key_of, slice_batch, target_key_of
 
 __all__ = ["PaddingCheck"]
 
@@ -197,7 +197,7 @@ class PaddingCheck(SanityCheck):
         padding, why = None, "the batch is a single tensor"
         if not isinstance(batch, Tensor) and isinstance(batch, (Mapping, Sequence)):
             keys = context.keys()
-            input_key, target_key = input_key_of(batch, keys[0]), _target_key_of(batch, keys[1])
+            input_key, target_key = input_key_of(batch, keys[0]), target_key_of(batch, keys[1])
             padding, why = find_padding(batch, input_key, target_key, self.padding_key)
         if padding is None:
             raise CheckSkipped(f"the batch does not say what is padding ({why}); pass `padding_key=`.")
@@ -339,14 +339,6 @@ def _other_padded_targets(
 
 class _LongerRefused(Exception):
     """The model raised on a longer batch (it takes one sequence length, or has a position limit)."""
-
-
-def _target_key_of(batch: Any, key: Key) -> Key:
-    if key is not None:
-        return key
-    if isinstance(batch, Mapping):
-        return next((k for k in TARGET_KEYS if k in batch), None)
-    return len(batch) - 1 if len(batch) >= 2 else None
 
 
 def _ignore_index(call: Any) -> float:
