@@ -544,3 +544,21 @@ def test_lr_curves_and_judge_curve() -> None:
     assert judge_curve(torch.ones(100), 1.0, 100, collapse=1e-3, low=1e-2, growth=10) is None
     warm_then_flat = torch.linspace(1e-4, 1.0, 100).clamp(max=0.5) * 2  # from 2e-4 x base
     assert judge_curve(warm_then_flat, 1.0, 100, collapse=1e-3, low=1e-2, growth=1000) is None
+
+
+class EpochMeanPlateau(Plateau):
+    """Logs ``train_loss`` with ``on_step=True, on_epoch=True`` (Lightning adds ``train_loss_step`` and
+    ``train_loss_epoch``) and the plateau monitors ``train_loss_epoch``."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        x, y = batch
+        loss = self.loss(self(x), y)
+        self.log("train_loss", loss, on_step=True, on_epoch=True)
+        return loss
+
+
+@pytest.mark.parametrize(("mode", "status"), [("min", "pass"), ("max", "fail")])
+def test_a_plateau_on_the_epoch_mean_of_a_step_metric_is_judged(mode, status):
+    result = _check(EpochMeanPlateau(mode, "train_loss_epoch"))
+    assert result.status == status, result.message
+    assert result.details["plateau"][0]["monitor"] == "train_loss_epoch"

@@ -456,10 +456,12 @@ def plateau_directions(context: CheckContext, config: Any) -> list[dict[str, Any
     def log(name: str, value: Any, *args: Any, **kwargs: Any) -> None:
         if isinstance(value, (int, float)) or (isinstance(value, Tensor) and value.numel() == 1):
             logged[name] = float(value)
+            if kwargs.get("on_epoch"):  # with on_step too, Lightning logs name_step and name_epoch
+                logged[f"{name}_step"] = logged[f"{name}_epoch"] = float(value)
 
     def log_dict(values: Mapping[str, Any], *args: Any, **kwargs: Any) -> None:
         for name, value in values.items():
-            log(name, value)
+            log(name, value, *args, **kwargs)
 
     model.log, model.log_dict = log, log_dict  # type: ignore[method-assign,assignment]
 
