@@ -117,3 +117,40 @@ def test_pairing_is_judged_on_uniform_draws_not_on_what_a_curriculum_serves_firs
         TinyClassifier(), train_dataloaders=train, val_dataloaders=val, checks=[DataCheck()], num_threads=1
     )
     assert report["data"].status == "pass", report["data"].message
+
+
+class FoldIn(TinyClassifier):
+    """A Mult-DAE-like recommender: training reconstructs each user's clicks (target = input); validation
+    reads a fold-in share of a held-out user's clicks and is scored on the rest (another map, by design)."""
+
+    def __init__(self) -> None:
+        super().__init__(in_features=WIDTH, num_classes=WIDTH)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        clicks, target = batch
+        return F.binary_cross_entropy_with_logits(self(clicks), target)
+
+
+def _clicks(n: int, seed: int) -> Tensor:
+    return (torch.rand(n, WIDTH, generator=torch.Generator().manual_seed(seed)) < 0.2).float()
+
+
+@pytest.mark.parametrize("validation", ["fold_in", "copy"])
+def test_a_reconstruction_in_training_is_not_compared_with_another_map_in_validation(validation: str) -> None:
+    """Training copies its input; a validation that asks for held-out items differs by design and is not
+    compared. The other way round (validation copying what training denoises) is still judged."""
+    train, held = _clicks(512, 0), _clicks(256, 1)
+    fold_in = held * (torch.rand(held.shape, generator=torch.Generator().manual_seed(2)) < 0.5)
+    val = (fold_in, held - fold_in) if validation == "fold_in" else (held, held)
+    data = {
+        "train_dataloaders": DataLoader(TensorDataset(train, train), batch_size=64),
+        "val_dataloaders": DataLoader(TensorDataset(*val), batch_size=64),
+    }
+    result = preflight(FoldIn(), **data, checks=[DataCheck()])["data"]
+    relation = result.details.get("relation")
+    if validation == "fold_in":
+        assert relation == "not compared: training reconstructs its input, validation does not", (
+            result.message
+        )
+    else:
+        assert relation != "not compared: training reconstructs its input, validation does not"

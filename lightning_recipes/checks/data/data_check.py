@@ -335,6 +335,9 @@ class DataCheck(SanityCheck):
             details["relation"] = "not compared: the inputs or targets differ in shape between batches"
             return
         (x_t, y_t, g_t), (x_v, y_v, g_v) = train, held
+        if x_t.shape == y_t.shape and torch.equal(x_t, y_t) and not torch.equal(x_v, y_v):
+            details["relation"] = "not compared: training reconstructs its input, validation does not"
+            return
         classes = 0
         if y_t.ndim == 1 and not y_t.is_floating_point() and y_t.dtype != torch.bool:
             ignore = details.get("ignore_index", IGNORE_INDEX)  # missing labels the loss ignores: no class
