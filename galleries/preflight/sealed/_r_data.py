@@ -129,7 +129,7 @@ def _templates() -> torch.Tensor:
 
 def beats(patients_n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``PATIENT_BEATS`` beats of each of ``patients_n`` patients: their own morphology (a smooth random wave
-    of similar size to the differences between classes, a gain and a baseline), their own mix of beat types
+    of three sines added, and a gain), their own mix of beat types
     (most patients mostly one type), a little noise; the beats, their classes and their patient."""
     g = _gen(seed)
     t = torch.arange(BEAT).float()

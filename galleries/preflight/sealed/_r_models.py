@@ -4,6 +4,8 @@ global RNG; ``predict`` is what a served model answers and ``loss(batch)`` what 
 
 from __future__ import annotations
 
+from functools import cache
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -42,6 +44,49 @@ class DigitAdderFirstTwice(DigitAdder):
 
     def encode(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.encoder(a), self.encoder(a)
+
+
+@cache
+def _pretrained_encoder_state() -> dict[str, torch.Tensor]:
+    """An encoder pretrained elsewhere, as a digit classifier for the digits 0..4 only (from the training
+    digits, 300 Adam steps, seeded apart from the global RNG)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(99)
+        encoder, probe = mlp(64, 128, 32), nn.Linear(32, 5)
+        x, y = data.digits("train", (64,))
+        x, y = x[y < 5], y[y < 5]
+        optimizer = torch.optim.Adam([*encoder.parameters(), *probe.parameters()], lr=3e-3)
+        for _ in range(300):
+            rows = torch.randint(len(y), (64,))
+            loss = F.cross_entropy(probe(F.relu(encoder(x[rows]))), y[rows])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return {name: value.detach().clone() for name, value in encoder.state_dict().items()}
+
+
+class DigitAdderWarmStart(DigitAdder):
+    """The adder starting from the pretrained encoder (a classifier of 0..4), frozen for the first epoch so
+    the fresh head does not wreck it, then fine-tuned with the rest: the optimizer holds every parameter from
+    the start (Adam skips those without gradients)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder.load_state_dict(_pretrained_encoder_state())
+        self.encoder.requires_grad_(False)
+
+    def on_train_epoch_start(self) -> None:
+        if self.current_epoch == 1:
+            self.encoder.requires_grad_(True)
+
+
+class DigitAdderWarmStartOptimizerTrainableOnly(DigitAdderWarmStart):
+    """BUG: the optimizer is built from the parameters that require gradients when it is configured, so it
+    never holds the encoder's: unfreezing it after the first epoch gives it gradients that no step applies,
+    and the encoder stays a classifier of 0..4."""
+
+    def configure_optimizers(self):
+        return torch.optim.Adam([p for p in self.parameters() if p.requires_grad], lr=self.lr)
 
 
 # --- spectral unmixing: abundances on the simplex -----------------------------------------------------------

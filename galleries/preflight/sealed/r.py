@@ -73,6 +73,7 @@ CONVENTION = "each loss is called with the arguments in the form its convention 
 TASK_LOSS = "the loss scores the target the task declares"
 MASKED = "the loss covers exactly the entries the data observe"
 SERVED = "the served model computes what the trained and validated one computes"
+FROZEN = "every part meant to train is trained"
 SCHEDULE = "the loop's state machines (schedulers, accumulation, optimisation steps) advance as declared"
 SPLIT = "validation data are independent of the training data at the level the model is served at"
 
@@ -97,6 +98,16 @@ BUGS: list[SealedCase] = [
         "A copy-paste slip encodes the first digit twice: the head never sees the second digit and can only "
         "guess it.",
         DEPENDS,
+    ),
+    SealedCase(
+        "sum_unfrozen_encoder_not_in_optimizer",
+        "visual addition of two handwritten digits (pretrained encoder, frozen for a warm-up epoch)",
+        m.DigitAdderWarmStartOptimizerTrainableOnly,
+        sum_data,
+        "The optimizer is built from the parameters that require gradients at configuration time, while "
+        "the pretrained encoder is frozen for its warm-up: unfreezing it later has no effect, and the "
+        "encoder, pretrained on the digits 0..4 only, is never fine-tuned.",
+        FROZEN,
     ),
     SealedCase(
         "unmixing_softmax_over_batch",
@@ -190,6 +201,13 @@ HEALTHY: list[SealedCase] = [
             "visual addition (the two digits change places at random per read; one encoder for both)",
             m.DigitAdder,
             partial(sum_data, swap=True),
+        ),
+        (
+            "sum_pretrained_encoder_frozen_first_epoch",
+            "visual addition (a pretrained encoder frozen on purpose for the first epoch, then fine-tuned; "
+            "its parameters in the optimizer from the start without gradients)",
+            m.DigitAdderWarmStart,
+            sum_data,
         ),
         (
             "unmixing_kl_from_abundances",

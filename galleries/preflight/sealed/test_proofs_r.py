@@ -78,6 +78,9 @@ EVENTS, CROWD = (m.EventDetector, gallery.event_data), (m.CrowdClassifier, galle
 PROOFS = {
     "sum_partner_redrawn_per_read": Proof(SUM, sum_error, 0.2, 20),
     "sum_first_digit_encoded_twice": Proof(SUM, sum_error, 0.2, 20),
+    "sum_unfrozen_encoder_not_in_optimizer": Proof(
+        (m.DigitAdderWarmStart, gallery.sum_data), sum_error, 0.05, 20
+    ),
     "unmixing_softmax_over_batch": Proof(UNMIX, abundance_error, 0.05, 6),
     "unmixing_kl_div_on_probabilities": Proof(UNMIX, abundance_error, 0.05, 6),
     "survival_censored_counted_as_events": Proof(SURVIVAL, survival_error, 0.05, 6),
@@ -93,7 +96,7 @@ PROOFS = {
 
 
 def test_every_bug_has_a_proof() -> None:
-    sealed.check_gallery(gallery, PROOFS, bugs=11, healthy=7)
+    sealed.check_gallery(gallery, PROOFS, bugs=12, healthy=8)
 
 
 @pytest.mark.parametrize("case_id", list(PROOFS))
