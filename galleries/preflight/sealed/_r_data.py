@@ -78,6 +78,12 @@ def pixels(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return spectra, abundance
 
 
+def brightness(spectrum: torch.Tensor, abundance: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Augmentation that keeps the abundances: the whole spectrum scaled by a random illumination
+    (x0.8..1.25)."""
+    return spectrum * 1.25 ** (2 * torch.rand(()) - 1), abundance
+
+
 # --- discrete-time survival: patients followed over ten intervals -------------------------------------------
 INTERVALS, COVARIATES = 10, 5
 _BASELINE = torch.linspace(-3.0, -1.2, INTERVALS)  # the hazard's logit rises with time

@@ -27,9 +27,11 @@ def sum_data(redraw: bool = True, swap: bool = False, stale: bool = False) -> di
     return {**d.loaders(train, d.DigitPairs("val", 2)), "num_classes": d.SUMS}
 
 
-def unmixing_data() -> dict[str, Any]:
-    """3,000 training pixels and 500 validation pixels with their abundances."""
-    return d.loaders(d.Rows(*d.pixels(3000, 1)), d.Rows(*d.pixels(500, 2)), batch_size=64)
+def unmixing_data(augment=None) -> dict[str, Any]:
+    """3,000 training pixels (through ``augment`` per read, if given) and 500 validation pixels with their
+    abundances."""
+    train = d.Rows(*d.pixels(3000, 1), transform=augment)
+    return d.loaders(train, d.Rows(*d.pixels(500, 2)), batch_size=64)
 
 
 def survival_data() -> dict[str, Any]:
@@ -214,6 +216,12 @@ HEALTHY: list[SealedCase] = [
             "spectral unmixing (KL divergence from soft abundance targets; illumination varies per pixel)",
             m.Unmixer,
             unmixing_data,
+        ),
+        (
+            "unmixing_brightness_augmented",
+            "spectral unmixing (each training spectrum rescaled at random per read: illumination only)",
+            m.Unmixer,
+            partial(unmixing_data, d.brightness),
         ),
         (
             "unmixing_soft_cross_entropy",
