@@ -74,7 +74,7 @@ def fields(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     green = (0.6 + 0.4 * torch.rand(n, 1, generator=g)) * torch.exp(-((month - peak) ** 2) / (2 * width**2))
     bands = torch.stack(
         [
-            0.1 + 0.0 * green,
+            torch.full_like(green, 0.1),
             0.3 - 0.2 * green,
             0.2 + 0.5 * green,
             0.3 - 0.1 * green + _SWIR[crop, None],

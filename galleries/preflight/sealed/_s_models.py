@@ -104,7 +104,7 @@ class BeatNet(_Adam):
         return self.net(beat)
 
     def loss(self, batch) -> torch.Tensor:
-        beat, label = batch[0], batch[1]
+        beat, label = batch
         return F.cross_entropy(self(beat), label)
 
     def predict(self, beat: torch.Tensor) -> torch.Tensor:
@@ -118,7 +118,7 @@ class BeatNetNLLOnLogits(BeatNet):
     down."""
 
     def loss(self, batch) -> torch.Tensor:
-        beat, label = batch[0], batch[1]
+        beat, label = batch
         return F.nll_loss(self(beat), label)
 
 
