@@ -1,8 +1,8 @@
 """Sealed gallery R's data (half ``s``): small seeded synthetic sets (chroma frames of major and minor chords,
 multispectral satellite time series of crop fields, heartbeats of patients with their own morphology,
 customers' months to churn with administrative censoring, polyphonic sound-event clips) and scikit-learn's
-digits labelled by a crowd of unreliable annotators. Every builder is deterministic (its own generator);
-random augmentation at read time draws from the global RNG."""
+digits labelled by a crowd of unreliable annotators or grouped in bags labelled with their class shares. Every
+builder is deterministic (its own generator); random augmentation at read time draws from the global RNG."""
 
 from __future__ import annotations
 
@@ -256,3 +256,26 @@ def time_masked(spectra: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tens
     spectra = spectra.clone()
     spectra[:, start : start + width] = 0
     return spectra, labels
+
+
+# --- learning from label proportions (bags of digits) -------------------------------------------------------
+BAG = 8
+
+
+def bags(part: str, count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``count`` bags of 8 digits of ``part`` (count, 8, 64) and each bag's class proportions (count, 10),
+    the only labels given: a bag is mostly one or two classes (a district, a batch of forms), each digit
+    drawn from its dominant class (0.6), its second (0.3) or any class (0.1)."""
+    x, y = digits(part)
+    g = _gen(seed)
+    by_class = [torch.nonzero(y == c)[:, 0] for c in range(10)]
+    members, shares = [], []
+    for _ in range(count):
+        first, second = torch.randperm(10, generator=g)[:2].tolist()
+        weights = torch.full((10,), 0.01)
+        weights[first], weights[second] = 0.6, 0.3
+        classes = torch.multinomial(weights, BAG, replacement=True, generator=g)
+        index = [int(by_class[c][torch.randint(len(by_class[c]), (), generator=g)]) for c in classes.tolist()]
+        members.append(x[index])
+        shares.append(F.one_hot(classes, 10).float().mean(0))
+    return torch.stack(members), torch.stack(shares)

@@ -2,8 +2,9 @@
 training keys), crop-type classification from monthly satellite time series (a GRU; cloudy months),
 heartbeat classification across patients (patient-wise splits, manual optimisation), learning from a crowd
 of unreliable annotators (soft labels from padded votes), discrete-time survival of customers (a logistic
-hazard per month under censoring) and polyphonic sound event detection (frame-level multi-label, clips
-mixed as augmentation). Written blind (see the package docstring); each bug is proved against its healthy
+hazard per month under censoring), polyphonic sound event detection (frame-level multi-label, clips mixed
+as augmentation, a served weight average) and learning from label proportions (bags of digits labelled only
+with their class shares). Written blind (see the package docstring); each bug is proved against its healthy
 twin in ``test_proofs_s.py``."""
 
 from __future__ import annotations
@@ -73,6 +74,13 @@ def event_data(union: bool = True, augment=None) -> dict[str, Any]:
         "train_dataloaders": DataLoader(train, batch_size=32, shuffle=True, collate_fn=collate),
         "val_dataloaders": DataLoader(val, batch_size=256),
     }
+
+
+def proportion_data() -> dict[str, Any]:
+    """400 training bags of 8 digits and 100 validation bags, labelled only with their class proportions;
+    a batch holds 16 bags."""
+    train = d.Rows(*d.bags("train", 400, 1))
+    return d.loaders(train, d.Rows(*d.bags("val", 100, 2)), batch_size=16)
 
 
 PAIRED = "each input is paired with its own target through sampling, collation and augmentation"
@@ -202,6 +210,16 @@ BUGS: list[SealedCase] = [
         "events.",
         AVERAGED,
     ),
+    SealedCase(
+        "proportions_decay_stepped_per_batch",
+        "learning from label proportions (bags of digits; step decay of the learning rate)",
+        m.ProportionNetDecayedPerStep,
+        proportion_data,
+        "The StepLR meant to divide the rate by 10 after 6 epochs is scheduled with interval 'step': it "
+        "divides it every 6 batches, the run stops learning within its first epoch, and the served digit "
+        "classifier is left half trained.",
+        SCHEDULE,
+    ),
 ]
 
 HEALTHY: list[SealedCase] = [
@@ -260,6 +278,14 @@ HEALTHY: list[SealedCase] = [
             "warmed-up decay; the averaged copy takes no gradient)",
             m.EventDetectorEMA,
             event_data,
+        ),
+        (
+            "proportions_bag_level_targets",
+            "learning from label proportions (a batch is 16 bags of 8 digits; targets are bag proportions, "
+            "the served output is per digit; the loss keeps the proportions' entropy; a per-epoch step "
+            "decay)",
+            m.ProportionNetStepDecay,
+            proportion_data,
         ),
     )
 ]

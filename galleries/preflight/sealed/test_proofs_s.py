@@ -76,6 +76,7 @@ def event_error(model) -> float:
 CHORD, CROP = (m.ChordNet, gallery.chord_data), (m.CropNet, gallery.crop_data)
 BEATS, MANUAL = (m.BeatNet, gallery.beat_data), (m.ManualBeatNet, gallery.beat_data)
 CROWD, CHURN = (m.CrowdNet, gallery.crowd_data), (m.HazardNet, gallery.churn_data)
+PROPORTIONS = (m.ProportionNetStepDecay, gallery.proportion_data)
 EVENTS, EMA = (m.EventDetector, gallery.event_data), (m.EventDetectorEMA, gallery.event_data)
 
 PROOFS = {
@@ -93,11 +94,12 @@ PROOFS = {
     "events_softmax_over_classes": Proof(EVENTS, event_error, 0.05, 6),
     "events_mixed_clip_labels_dropped": Proof(EVENTS, event_error, 0.05, 6),
     "events_ema_decay_without_warmup": Proof(EMA, event_error, 0.05, 6),
+    "proportions_decay_stepped_per_batch": Proof(PROPORTIONS, digit_error, 0.1, 10),
 }
 
 
 def test_every_bug_has_a_proof() -> None:
-    sealed.check_gallery(gallery, PROOFS, bugs=12, healthy=8)
+    sealed.check_gallery(gallery, PROOFS, bugs=13, healthy=9)
 
 
 @pytest.mark.parametrize("case_id", list(PROOFS))
