@@ -265,7 +265,7 @@ BAG = 8
 def bags(part: str, count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``count`` bags of 8 digits of ``part`` (count, 8, 64) and each bag's class proportions (count, 10),
     the only labels given: a bag is mostly one or two classes (a district, a batch of forms), each digit
-    drawn from its dominant class (0.6), its second (0.3) or any class (0.1)."""
+    drawn from its dominant class (0.6), its second (0.3) or any class (about 0.1)."""
     x, y = digits(part)
     g = _gen(seed)
     by_class = [torch.nonzero(y == c)[:, 0] for c in range(10)]
