@@ -110,6 +110,15 @@ def seq2seq_zero_start(zero_start: bool = True):
     return _seq2seq(lambda p: RMSprop(p, lr=3e-3), Seq2Seq(VOCAB, zero_start=zero_start))
 
 
+EMBED = 128
+
+
+def seq2seq_embed_scaled(scale: float = math.sqrt(EMBED)):
+    """Sequence reversal with 128-wide embeddings multiplied by ``sqrt(128)`` (a transformer's habit, copied
+    into a GRU whose gates see them raw), RMSprop ``3e-3``."""
+    return _seq2seq(lambda p: RMSprop(p, lr=3e-3), Seq2Seq(VOCAB, embed=EMBED, embed_scale=scale))
+
+
 NAN_ROW = 60 * 32 + 11  # read in order: in batch 60 of the 94 an epoch
 
 
@@ -192,6 +201,19 @@ def flow_few_points(rows: int = 32, width: int = 128, lr: float = 1e-3):
     """A wide RealNVP (width 128) fitted to ``32`` points (a debug subset left in), Adam ``1e-3``, one batch
     (full-batch training)."""
     return _flow(lambda p: Adam(p, lr=lr), rows=rows, net=RealNVP(width=width), batch=32)
+
+
+FLOW_OUTLIER_ROWS = (11 * 64 + 5, 33 * 64 + 30)  # read in order: batches 11 and 33 of the 47 an epoch
+
+
+def flow_outliers(scale: float | None = 1000.0):
+    """RealNVP, Adam ``1e-3``, points read in order; two points were logged in millimetres (x1000)."""
+    x = moons(3000, 0)
+    if scale is not None:
+        for row in FLOW_OUTLIER_ROWS:
+            x[row] *= scale
+    model, _, val = _flow(lambda p: Adam(p, lr=1e-3))
+    return model, loader(x, torch.zeros(3000), 64, shuffle=False), val
 
 
 # ------------------------------------------------------------------------------------------------ healthy

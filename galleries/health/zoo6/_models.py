@@ -19,22 +19,28 @@ __all__ = ["FlowTask", "RealNVP", "ScaledTask", "Seq2Seq", "Seq2SeqTask", "Task"
 class Seq2Seq(nn.Module):
     """A GRU encoder reads the source tokens; a GRU decoder, started from the encoder's last state (or from
     zeros, ``zero_start``: the state left unused), reads the target shifted right behind a start token 0 and
-    predicts each target token (teacher forcing)."""
+    predicts each target token (teacher forcing). ``embed_scale``: the embeddings are multiplied by it (as a
+    transformer multiplies by ``sqrt(d_model)``)."""
 
-    def __init__(self, vocab: int, width: int = 64, embed: int = 16, zero_start: bool = False) -> None:
+    def __init__(
+        self, vocab: int, width: int = 64, embed: int = 16, zero_start: bool = False, embed_scale: float = 1.0
+    ) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab + 1, embed)
         self.encoder = nn.GRU(embed, width, batch_first=True)
         self.decoder = nn.GRU(embed, width, batch_first=True)
         self.head = nn.Linear(width, vocab)
-        self.zero_start = zero_start
+        self.zero_start, self.embed_scale = zero_start, embed_scale
+
+    def embedded(self, tokens: Tensor) -> Tensor:
+        return self.embed(tokens) * self.embed_scale
 
     def forward(self, source: Tensor, target: Tensor) -> Tensor:
-        _, h = self.encoder(self.embed(source))
+        _, h = self.encoder(self.embedded(source))
         if self.zero_start:
             h = torch.zeros_like(h)
         shifted = torch.cat([target.new_zeros(len(target), 1), target[:, :-1] + 1], 1)
-        out, _ = self.decoder(self.embed(shifted), h)
+        out, _ = self.decoder(self.embedded(shifted), h)
         return self.head(out)  # (N, L, vocab): logits of target tokens 0..vocab-1
 
 

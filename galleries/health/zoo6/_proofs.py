@@ -11,16 +11,22 @@ from __future__ import annotations
 import functools
 import math
 import statistics
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
 
 from galleries.health.field._case import PlainRecorder
 from galleries.health.zoo1._proofs import mean, twin
 from galleries.health.zoo2._proofs import finite, first_nonfinite
 from galleries.health.zoo3._proofs import repair_room, trains
 from galleries.health.zoo6 import _builds as build
+from lightning_recipes.testing.trainers import fast_trainer
 
 LN8 = math.log(build.VOCAB)  # the reversal's trivial loss: its target tokens are uniform over 8
 NAN_BATCH = build.NAN_ROW // 32  # the batch holding the NaN reading (the windows are read in order)
 COLLAPSE_ONSET = 40  # the linear decay sized for 40 steps is below 1% of its peak from here (0 at 40)
+FLOW_OUTLIER_ONSET = build.FLOW_OUTLIER_ROWS[0] // 64  # the batch of the first point in mm (read in order)
 OVERFIT_ONSET = 10  # the first validation (after 10 one-batch epochs) is the best; later ones stay above it
 SERIES_VARIANCE = float(build.windows(500, 1)[1].var(unbiased=False))
 
@@ -114,6 +120,57 @@ def tcn_init_explodes(r: PlainRecorder) -> None:
     assert statistics.median(r.grad_norms) > 1e4 * statistics.median(fixed.grad_norms)
     assert r.losses[0] > 1e5 * SERIES_VARIANCE, r.losses[0]  # forecasts in the thousands
     assert r.val_losses[-1] > 1000 * fixed.val_losses[-1], (r.val_losses, fixed.val_losses)
+
+
+class GateProbe(pl.Callback):
+    """The fraction of the encoder GRU's input-side gate pre-activations beyond +-3 (sigmoid' < 0.05) on each
+    training batch."""
+
+    def __init__(self) -> None:
+        self.saturated: list[float] = []
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, *args: Any
+    ) -> None:
+        gru = pl_module.net.encoder
+        with torch.no_grad():
+            z = pl_module.net.embedded(batch[0]) @ gru.weight_ih_l0.T + gru.bias_ih_l0
+        self.saturated.append(float((z.abs() > 3).float().mean()))
+
+
+def _gate_saturation(scale: float) -> GateProbe:
+    torch.manual_seed(0)
+    model, train, _ = build.seq2seq_embed_scaled(scale)
+    probe = GateProbe()
+    fast_trainer(max_steps=300, max_epochs=1000, callbacks=[probe], limit_val_batches=0).fit(model, train)
+    return probe
+
+
+def seq2seq_gates_saturate(r: PlainRecorder) -> None:
+    bad, good = _gate_saturation(math.sqrt(build.EMBED)), _gate_saturation(1.0)
+    assert bad.saturated[0] > 0.7 and min(bad.saturated) > 0.7, (bad.saturated[0], min(bad.saturated))
+    # the fixed run saturates some gates as its embeddings grow, later and far fewer than the bug from step 0
+    early, fixed_early = mean(bad.saturated[:20]), mean(good.saturated[:20])
+    assert good.saturated[0] < 0.05 and fixed_early < 0.5 * early, (fixed_early, early)
+    fixed = twin(functools.partial(build.seq2seq_embed_scaled, scale=1.0), max_steps=300)
+    assert r.val_losses[-1] > 0.6 * LN8 and fixed.val_losses[-1] < 0.3 * r.val_losses[-1], (
+        r.val_losses,
+        fixed.val_losses,
+    )
+
+
+def flow_outlier_spikes(r: PlainRecorder) -> None:
+    per_epoch = [row // 64 for row in build.FLOW_OUTLIER_ROWS]
+    outliers = [e * 47 + b for e in range(7) for b in per_epoch if e * 47 + b < 300]
+    typical = statistics.median(r.grad_norms)
+    spikes = [i for i, g in enumerate(r.grad_norms) if g > 20 * typical]
+    assert spikes == outliers and spikes[0] == FLOW_OUTLIER_ONSET, (spikes, outliers)
+    assert all(r.grad_norms[i] > 1000 * typical for i in outliers[:4]), [
+        r.grad_norms[i] / typical for i in outliers
+    ]
+    fixed = twin(functools.partial(build.flow_outliers, scale=None), max_steps=300)
+    assert max(fixed.grad_norms[1:]) < 20 * statistics.median(fixed.grad_norms)
+    assert fixed.val_losses[-1] < 0.85 * r.val_losses[-1], (fixed.val_losses, r.val_losses)
 
 
 # ------------------------------------------------------------------------------------------ data / fit

@@ -88,6 +88,25 @@ PROBLEM_CASES: list[FieldCase] = [
         also_allowed=("initialisation",),
     ),
     _case(
+        "seq2seq_gru_embeddings_scaled_by_sqrt_width_saturate",
+        build.seq2seq_embed_scaled,
+        "saturated_activations",
+        proof.seq2seq_gates_saturate,
+        "Saturated gates from a transformer's habit: the reversal's 128-wide embeddings multiplied by "
+        "sqrt(128) before a GRU; >70% of the encoder's gate pre-activations lie beyond +-3 from step 0 and "
+        "the CE stalls near 1.4 (the unscaled twin: <0.4).",
+        also_allowed=("loss_plateau", "vanishing_gradients"),
+    ),
+    _case(
+        "flow_two_points_logged_in_millimetres",
+        build.flow_outliers,
+        "outlier_batches",
+        proof.flow_outlier_spikes,
+        "Spikes from outlier rows: a RealNVP on half-moons read in order; two points were logged in "
+        "millimetres (x1000); their batches (11, 33 of each 47) carry gradients >100x the median.",
+        onset_step=proof.FLOW_OUTLIER_ONSET,
+    ),
+    _case(
         "tcn_adadelta_at_an_adam_lr",
         build.tcn_adadelta,
         "lr_too_low",
