@@ -1,9 +1,9 @@
 """Zoo 6's runs: new tasks (sequence reversal with a GRU encoder-decoder, next-value forecasting with a
 temporal convolutional network, 2-D density estimation with a RealNVP flow), new optimizers (RMSprop,
 Adadelta, ASGD, SGD with Nesterov momentum, Adagrad on a flow), new bugs (a loss scaled by hand and never
-unscaled, a decoder started from zeros, an optimizer built for a linear probe and never widened, a NaN
-reading, a per-item dataset that regenerates its source), blind pairs, runs a repair could save, healthy
-look-alikes.
+unscaled, a decoder started from zeros, an optimizer built for a linear probe and never widened, embeddings
+scaled by sqrt(width) before a GRU, a NaN reading, points logged in millimetres, a per-item dataset that
+regenerates its source), blind pairs, runs a repair could save, healthy look-alikes.
 
 Written blind (without reading HealthMonitor's rules), each run different in task or bug from the first
 five sealed zoos. Each problem run holds one bug a user could have written; ``expected`` names the cause a
