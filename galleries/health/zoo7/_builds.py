@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 
 import torch
 from torch import Tensor
 from torch.optim import Adadelta, Adam, RMSprop
 from torch.optim.lr_scheduler import LambdaLR, PolynomialLR
+from torch.utils.data import DataLoader, Dataset
 
 from galleries.health.zoo1 import _data as data
 from galleries.health.zoo7._models import (
@@ -253,3 +255,42 @@ def forecast_loss_scaled_adam():
     """The TCN forecaster whose loss is multiplied by 4096 by hand (a mixed-precision-like loss scale, never
     unscaled) under Adam ``1e-3``, which is invariant to the scale: huge gradients, harmless."""
     return _forecast(lambda p: Adam(p, lr=1e-3), loss_scale=LOSS_SCALE)
+
+
+def seq2seq_embedding_std(std: float | None = 30.0):
+    """Sequence reversal, RMSprop ``1e-3``; both embeddings initialised ``N(0, 30^2)`` (a transformer
+    recipe's ``sqrt(d_model)`` scale misread as the init's std, for ``d_model = 900``)."""
+    net = Seq2Seq()
+    if std is not None:
+        for part in (net.encoder, net.decoder):
+            torch.nn.init.normal_(part["embed"].weight, 0.0, std)
+    return _seq2seq(lambda p: RMSprop(p, lr=1e-3), net=net)
+
+
+def seq2seq_rmsprop_high(lr: float = 0.03):
+    """Sequence reversal, RMSprop at ``0.03`` (meant ``1e-3``: a value copied from a CNN recipe)."""
+    return seq2seq_rmsprop(lr)
+
+
+class SlowTokenising(Dataset):
+    """Token sequences kept as text and tokenised on every read by a slow pure-Python tokenizer
+    (``cost_s`` per sequence, no cache, no workers)."""
+
+    def __init__(self, x: Tensor, y: Tensor, cost_s: float) -> None:
+        self.text = [" ".join(str(int(t)) for t in row) for row in x]
+        self.y, self.cost_s = y, cost_s
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> tuple[Tensor, Tensor]:
+        time.sleep(self.cost_s)
+        return torch.tensor([int(t) for t in self.text[i].split()]), self.y[i]
+
+
+def seq2seq_slow_tokenising(cost_s: float = 0.003):
+    """Sequence reversal, RMSprop ``1e-3``; every source is re-tokenised from its text on each read (3 ms a
+    sequence, 32 a batch, in the main process)."""
+    model, train, val = _seq2seq(lambda p: RMSprop(p, lr=1e-3))
+    x, y = train.dataset.tensors
+    return model, DataLoader(SlowTokenising(x, y, cost_s), 32, shuffle=True, generator=_gen(0)), val

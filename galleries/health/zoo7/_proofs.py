@@ -11,12 +11,17 @@ from __future__ import annotations
 import functools
 import math
 import statistics
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
 
 from galleries.health.field._case import PlainRecorder
 from galleries.health.zoo1._proofs import mean, twin
 from galleries.health.zoo2._proofs import finite, first_nonfinite, rows_zero
 from galleries.health.zoo3._proofs import repair_room, trains
 from galleries.health.zoo7 import _builds as build
+from lightning_recipes.testing.trainers import fast_trainer
 
 LN3, LN10 = math.log(3), math.log(10)
 GAP_BATCH = build.GAP_ROW // 32  # the batch holding the NaN gap (windows read in order)
@@ -145,6 +150,70 @@ def tabular_overfits(r: PlainRecorder) -> None:
     final, lowest = repair_room(r)
     assert final > 2 * lowest and min(val[best + 1 :]) > lowest and lowest < 0.7 * LN3, (final, lowest)
     assert train[-1] < 0.01 * train[best], (train[-1], train[best])
+
+
+# ------------------------------------------------------------------------------------------ saturation
+class GRUGateProbe(pl.Callback):
+    """Before each training step, the fraction of the encoder GRU's gate values that are saturated (the
+    reset and update sigmoids beyond 0.01-0.99, the candidate tanh beyond +-0.99), its recurrence replayed by
+    hand on the batch."""
+
+    def __init__(self) -> None:
+        self.saturated: list[float] = []
+
+    @torch.no_grad()
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, *args: Any
+    ) -> None:
+        rnn, x = pl_module.net.encoder["rnn"], pl_module.net.encoder["embed"](batch[0])
+        h = x.new_zeros(len(x), rnn.hidden_size)
+        counts = []
+        for t in range(x.shape[1]):
+            i_r, i_z, i_n = (x[:, t] @ rnn.weight_ih_l0.T + rnn.bias_ih_l0).chunk(3, 1)
+            h_r, h_z, h_n = (h @ rnn.weight_hh_l0.T + rnn.bias_hh_l0).chunk(3, 1)
+            r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+            n = torch.tanh(i_n + r * h_n)
+            h = (1 - z) * n + z * h
+            sigmoids = torch.cat([r, z], 1)
+            counts.append(torch.cat([(sigmoids < 0.01) | (sigmoids > 0.99), n.abs() > 0.99], 1).float())
+        self.saturated.append(float(torch.cat(counts, 1).mean()))
+
+
+def gru_saturation(builder: Any, max_steps: int = 300) -> list[float]:
+    torch.manual_seed(0)
+    model, train, _ = builder()
+    probe = GRUGateProbe()
+    fast_trainer(max_steps=max_steps, max_epochs=1000, callbacks=[probe], limit_val_batches=0).fit(
+        model, train
+    )
+    return probe.saturated
+
+
+def seq2seq_init_saturates(r: PlainRecorder) -> None:
+    bad = gru_saturation(build.seq2seq_embedding_std)
+    good = gru_saturation(functools.partial(build.seq2seq_embedding_std, std=None))
+    assert min(bad) > 0.5 and bad[0] > 0.5 and max(good) < 0.1, (min(bad), bad[0], max(good))
+    fixed = twin(
+        functools.partial(build.seq2seq_embedding_std, std=None), max_steps=300, val_check_interval=50
+    )
+    assert fixed.val_losses[-1] < 0.5 * r.val_losses[-1], (fixed.val_losses, r.val_losses)
+
+
+def seq2seq_lr_saturates(r: PlainRecorder) -> None:
+    bad = gru_saturation(build.seq2seq_rmsprop_high)
+    good = gru_saturation(functools.partial(build.seq2seq_rmsprop_high, lr=1e-3))
+    # healthy gates at step 0; the first large steps blow the embeddings up and the gates saturate for good
+    assert bad[0] < 0.05 and min(bad[10:]) > 0.5 and max(good) < 0.1, (bad[:12], min(bad[10:]), max(good))
+    assert mean(r.losses[:10]) > 1.3 * LN10, r.losses[:10]  # the loss is thrown up above ln 10 first
+    fixed = twin(functools.partial(build.seq2seq_rmsprop_high, lr=1e-3), max_steps=300, val_check_interval=50)
+    assert fixed.val_losses[-1] < 0.5 * r.val_losses[-1], (fixed.val_losses, r.val_losses)
+
+
+# ------------------------------------------------------------------------------------------ data stall
+def seq2seq_stall(r: PlainRecorder) -> None:
+    # 32 sequences a batch at >= 3 ms each: >= 96 ms of waiting per step against a few ms of work
+    assert sum(r.wait_s) > 100 * 0.096 and sum(r.wait_s) > 3 * sum(r.step_s), (sum(r.wait_s), sum(r.step_s))
+    assert finite(r.losses) and mean(r.losses[-20:]) < 0.8 * mean(r.losses[:20])  # it learns, slowly in time
 
 
 # ------------------------------------------------------------------------------------------ healthy

@@ -97,6 +97,29 @@ PROBLEM_CASES: list[FieldCase] = [
         "validation >3x worse.",
         also_allowed=("exploding_gradients",),
     ),
+    # -- blind pair: saturated GRU gates from the initialisation / from an LR 30x too high
+    case(
+        "seq2seq_embeddings_init_std_30_saturate_gates",
+        build.seq2seq_embedding_std,
+        "initialisation",
+        proof.seq2seq_init_saturates,
+        "Saturated gates from the initialisation: both embeddings drawn N(0, 30^2) (a transformer recipe's "
+        "sqrt(d_model) scale misread as the init's std); >50% of the encoder GRU's gates sit beyond "
+        "0.01-0.99 from step 0 and it learns at a fraction of the fixed run's pace.",
+        also_allowed=("saturated_activations",),
+        trainer_kwargs=every(50),
+    ),
+    case(
+        "seq2seq_rmsprop_lr_30x_saturates_gates",
+        build.seq2seq_rmsprop_high,
+        "lr_too_high",
+        proof.seq2seq_lr_saturates,
+        "Saturated gates from an LR 30x too high: default init, RMSprop at 0.03 (meant 1e-3); the first "
+        "large steps blow the embeddings up, the loss jumps above ln 10 and >50% of the gates saturate from "
+        "step 10 on.",
+        also_allowed=("saturated_activations",),
+        trainer_kwargs=every(50),
+    ),
     # -- single causes
     case(
         "realnvp_adam_lr_200x_blows_up",
@@ -129,6 +152,18 @@ PROBLEM_CASES: list[FieldCase] = [
         "every epoch (5 steps); the training loss falls to ~0 while the validation loss climbs past 2x its "
         "best.",
         onset_step=proof.OVERFIT_ONSET,
+    ),
+    case(
+        "seq2seq_sources_retokenised_on_every_read_stall",
+        build.seq2seq_slow_tokenising,
+        "data_stall",
+        proof.seq2seq_stall,
+        "A loader that re-tokenises every source from its text on each read with a slow pure-Python "
+        "tokenizer (3 ms a sequence, 32 a batch, no cache, no workers): the loop waits for data most of the "
+        "time.",
+        max_steps=120,
+        check_every=12,
+        trainer_kwargs=every(60),
     ),
 ]
 
