@@ -244,7 +244,7 @@ def seq2seq_frozen_source_embedding():
 
 
 def forecast_adadelta():
-    """The TCN forecaster with Adadelta (``lr=1.0``, the default): a slow but steady learner."""
+    """The TCN forecaster with Adadelta at ``0.1`` (a tenth of its default): small self-scaled steps."""
     return _forecast(lambda p: Adadelta(p, lr=0.1))
 
 

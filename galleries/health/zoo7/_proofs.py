@@ -230,7 +230,10 @@ def tabular_tiny_val_trains(r: PlainRecorder) -> None:
     full = twin(
         functools.partial(build.tabular_label_noise, redrawn=0.0), max_steps=300, val_check_interval=25
     )
-    assert full.val_losses[-1] < 0.4 * LN3, full.val_losses  # on all 1000 rows it generalises well
+    # the same training (same batches, same steps) judged on all 1000 validation rows: still improving at
+    # the end, so what the 16 rows show after their best is noise, not overfitting
+    assert full.losses == r.losses, "the twin trains differently"
+    assert full.val_losses[-1] == min(full.val_losses) < 0.4 * LN3, full.val_losses
 
 
 def tabular_noise_trains(r: PlainRecorder) -> None:
