@@ -55,11 +55,15 @@ PROOF_MODULES = (
     "galleries/preflight/sealed/test_proofs_o.py",
     "galleries/preflight/sealed/test_proofs_p.py",
     "galleries/preflight/sealed/test_proofs_q.py",
+    "galleries/preflight/sealed/test_proofs_r.py",
+    "galleries/preflight/sealed/test_proofs_s.py",
     "galleries/health/zoo1/test_proofs.py",
     "galleries/health/zoo2/test_proofs.py",
     "galleries/health/zoo3/test_proofs.py",
     "galleries/health/zoo4/test_proofs.py",
     "galleries/health/zoo5/test_proofs.py",
+    "galleries/health/zoo6/test_proofs.py",
+    "galleries/health/zoo7/test_proofs.py",
 )
 # The distributions the proofs train with: their pins in constraints.txt are part of the hash.
 PINNED = ("torch", "lightning", "transformers", "scikit-learn")
