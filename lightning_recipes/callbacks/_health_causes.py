@@ -179,6 +179,9 @@ def record_check(
         history.last_param_norm = data.param_norm
     if data.first_nonfinite_step is not None and history.streaks.get("first_nonfinite_loss_step", -1) < 0:
         history.streaks["first_nonfinite_loss_step"] = data.first_nonfinite_step
+        history.streaks["first_nonfinite_loss_on_nonfinite_batch"] = int(
+            data.first_nonfinite_step in data.nonfinite_batch_steps
+        )
     if data.grad_sampled and not data.nonfinite_weights and math.isfinite(data.param_norm):
         history.finite_weights_step = data.step
     return spikes

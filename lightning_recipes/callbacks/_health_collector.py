@@ -849,6 +849,8 @@ def combine(
     for k in range(len(records[0]) // _STEP_RECORD):
         ranks_of_step = [r[_STEP_RECORD * k : _STEP_RECORD * (k + 1)] for r in records]
         grad_sq = max(r[0] for r in ranks_of_step)  # the same all-reduced gradient on every rank (DDP)
+        if any(r[2] >= 0 and not math.isfinite(r[3]) for r in ranks_of_step):  # read: a nan/inf batch
+            data.nonfinite_batch_steps.append(k)
         if not math.isnan(grad_sq):
             rank = max(
                 range(len(ranks_of_step)),

@@ -71,14 +71,18 @@ def nonfinite_activations(e: Evidence) -> Decision | None:
     if not (data.nonfinite_modules or weights or (data.loss_nonfinite and not grad_bad)):
         return None
     first = data.nonfinite_modules[0] if data.nonfinite_modules else "loss"
-    inputs_bad = first in data.nonfinite_inputs
+    bad_step, finite_at = history.streaks.get("first_nonfinite_loss_step", -1), history.finite_weights_step
+    step_named = bad_step >= 0 and bad_step >= finite_at
+    # the first non-finite loss came from a batch holding inf/nan: the data, whatever the weights are now
+    batch_bad = step_named and history.streaks.get("first_nonfinite_loss_on_nonfinite_batch") == 1
+    inputs_bad = first in data.nonfinite_inputs or batch_bad
     cause = "inputs" if inputs_bad else "nonfinite_weights" if weights else "operation"
     evidence: dict[str, object] = {"first_module": first, "cause": cause}
+    if batch_bad:
+        evidence["nonfinite_batch_step"] = bad_step
     if weights:
         evidence["nonfinite_weights"] = weights[:8]
     evidence |= {"modules": data.nonfinite_modules[:8], "nonfinite_losses": data.loss_nonfinite}
-    bad_step, finite_at = history.streaks.get("first_nonfinite_loss_step", -1), history.finite_weights_step
-    step_named = bad_step >= 0 and bad_step >= finite_at
     lr = max((v for v in data.group_lr.values() if math.isfinite(v)), default=math.nan)
     if (step_named or math.isnan(lr)) and history.lrs:
         lr = history.lrs[-1]  # the last check's: the LR nearest before the step that wrote the weights
@@ -91,9 +95,14 @@ def nonfinite_activations(e: Evidence) -> Decision | None:
         update.evidence_against = {"weights_finite": True}
     data_cause = Cause("inputs")
     operation = Cause("operation", {}, {"nonfinite_weights": len(weights)} if weights else {})
-    if inputs_bad:
+    if batch_bad:
+        data_cause.evidence_for["nonfinite_batch_step"] = bad_step
+        update.evidence_against = {"nonfinite_batch_step": bad_step}  # the step's gradient was the data's
+    if first in data.nonfinite_inputs:
         data_cause.evidence_for["first_module_inputs_nonfinite"] = first
         operation.evidence_against["first_module_inputs_nonfinite"] = first
+    elif batch_bad:
+        operation.evidence_against["nonfinite_batch_step"] = bad_step
     elif data.nonfinite_modules:
         data_cause.evidence_against["first_module_inputs_finite"] = first
         if not weights:
@@ -121,6 +130,13 @@ def nonfinite_activations(e: Evidence) -> Decision | None:
             )
         )
         line = f"weights inf/nan since the {optimizer} update of{at}{lr_text.rstrip(',')}; inputs finite"
+    elif batch_bad and first not in data.nonfinite_inputs:
+        advice = (
+            f"The batch of step {bad_step} held inf/nan values: its loss and gradient were non-finite and "
+            f"the {optimizer} step wrote them into the weights. Clean or drop such samples (or skip such "
+            "steps: `StabilityGuard`) and resume from a checkpoint before that step."
+        )
+        line = f"the batch of step {bad_step} held inf/nan (the data); the weights followed"
     elif inputs_bad:
         advice = (
             f"`{first}` received inf/nan inputs: check the batches (data with nan/inf, a bad sample or "

@@ -152,6 +152,8 @@ class CheckData:
     dead_rows_start: dict[str, float] = field(default_factory=dict)
     #: the interval's first step with a non-finite loss (None: none)
     first_nonfinite_step: int | None = None
+    #: the interval's steps (as ``first_nonfinite_step``) whose batch held inf/nan (its largest |input|)
+    nonfinite_batch_steps: list[int] = field(default_factory=list)
     #: the optimizers' class names (as ``type(optimizer).__name__``, unwrapped)
     optimizers: list[str] = field(default_factory=list)
     #: every parameter element of the module, trained or not (0: unknown); ``group_numel`` holds the trained

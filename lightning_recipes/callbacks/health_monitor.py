@@ -622,6 +622,7 @@ class HealthMonitor(Callback):
         where = self._loss_batches
         if data.first_nonfinite_step is not None and data.first_nonfinite_step < len(where):
             data.first_nonfinite_step = where[data.first_nonfinite_step][0]
+        data.nonfinite_batch_steps = [self._interval_start + k for k in data.nonfinite_batch_steps]
         self._clear_interval()
         self._interval_start = trainer.global_step
         self.checks += 1

@@ -96,6 +96,18 @@ def test_nan_in_the_data_is_blamed_on_the_inputs() -> None:
     assert "check the batches" in finding.advice
 
 
+def test_one_nan_sample_that_poisoned_the_weights_is_blamed_on_its_batch() -> None:
+    # sealed zoos 6 and 7: one NaN reading; by the check every weight is NaN and the sampled batch is finite
+    torch.manual_seed(0)
+    x, y = torch.randn(512, 16), torch.randint(0, 4, (512,))
+    x[5 * 32 + 7, 3] = float("nan")  # the batch of step 5 only (read in order)
+    finding = _nonfinite_finding(NanLossAt(step=-1), DataLoader(TensorDataset(x, y), batch_size=32))
+    assert finding.evidence["cause"] == "inputs" and finding.evidence["nonfinite_batch_step"] == 5
+    assert finding.evidence["nonfinite_weights"] and "The batch of step 5 held inf/nan" in finding.advice
+    inputs = next(c for c in finding.causes if c.name == "inputs")
+    assert inputs.evidence_for == {"nonfinite_batch_step": 5}
+
+
 # ------------------------------------------------------------------------------------- 7: not_learning
 
 
