@@ -380,8 +380,9 @@ def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
 
 
 def lr_zero_for_a_trained_group(e: Evidence) -> Decision | None:
-    """Groups that get gradients at an LR of exactly 0 while others train, at
-    least ``trained_share_low`` of the model, ``persist_checks`` checks running (cause ``frozen_parameters``).
+    """Groups that get gradients at an LR of exactly 0 while others train, or parameters that get gradients
+    though no optimizer holds them, at least ``trained_share_low`` of the model, ``persist_checks`` checks
+    running (cause ``frozen_parameters``).
 
     Example:
         >>> data = CheckData(40, 0, loss_mean=28.0, update_ratio={"enc": 0.0, "dec": 3e-3},
@@ -393,7 +394,8 @@ def lr_zero_for_a_trained_group(e: Evidence) -> Decision | None:
     """
     data, t = e.data, e.t
     zero = [g for g in e.ratios.unstepped if data.group_lr.get(g, math.nan) == 0.0]
-    numel = sum(data.group_numel.get(g, 0) for g in zero)
+    numel = sum(data.group_numel.get(g, 0) for g in zero) + sum(data.unstepped_params.values())
+    zero += list(data.unstepped_params)
     total = data.model_numel or sum(data.group_numel.values())
     share = numel / total if total > 0 else 0.0
     present = bool(zero) and share >= t.get("trained_share_low", 0.0)
@@ -406,16 +408,19 @@ def lr_zero_for_a_trained_group(e: Evidence) -> Decision | None:
         "frozen_share": share,
         "lr": 0.0,
         "grad_rms": {g: data.group_grad_rms.get(g, math.nan) for g in zero[:8]},
+        "held_by_no_optimizer": list(data.unstepped_params)[:8],
         "cause": "frozen_parameters",
     }
+    orphans = ", ".join(f"`{m}`" for m in list(data.unstepped_params)[:3])
     action = (
-        f"{names} ({numel} parameters, {share:.0%} of the model) get gradients, but their learning rate is "
-        "0: no step moves them. Check the LR each parameter group is given (a multiplier that rounds to 0, "
-        "`lr * (1 // 10)`; a schedule's factor of 0); to freeze them on purpose, use `requires_grad_(False)`."
+        f"{names} ({numel} parameters, {share:.0%} of the model) get gradients, but no step moves them: "
+        + (f"no optimizer holds {orphans} (build it from every parameter to train); " if orphans else "")
+        + "check the LR each parameter group is given (a multiplier that rounds to 0, `lr * (1 // 10)`; a "
+        "schedule's factor of 0); to freeze them on purpose, use `requires_grad_(False)`."
     )
     line = headline(
-        f"lr_too_low at step {data.step}: {names} ({share:.0%} of the parameters) at lr 0 while they get "
-        "gradients"
+        f"lr_too_low at step {data.step}: {names} ({share:.0%} of the parameters) never stepped while they "
+        "get gradients"
     )
     causes = [
         Cause("frozen_parameters", {"frozen_share": share, "lr": 0.0}),

@@ -158,6 +158,8 @@ class CheckData:
     optimizers: list[str] = field(default_factory=list)
     #: every parameter element of the module, trained or not (0: unknown); ``group_numel`` holds the trained
     model_numel: int = 0
+    #: per module, the elements of its parameters that get gradients though no optimizer holds them
+    unstepped_params: dict[str, int] = field(default_factory=dict)
     #: on the sampled batches, per element of each torch loss call: the loss of the model's prediction
     #: averaged over the batch (its best input-free guess) minus its own loss -- the mean and its standard
     #: error -- and that input-free loss's mean (NaN: no torch loss function seen)

@@ -500,6 +500,16 @@ class HealthMonitor(Callback):
         self._act_sampled += 1
         self._sampling = True
 
+    def _held_by_no_optimizer(self, pl_module: pl.LightningModule) -> dict[str, int]:
+        """Per module, the elements of its parameters that get a gradient (``.grad`` set: host only) though
+        no optimizer holds them: no step can move them."""
+        found: dict[str, int] = {}
+        for name, param in pl_module.named_parameters():
+            if param.requires_grad and param.grad is not None and id(param) not in self._index:
+                module = name.rpartition(".")[0] or name
+                found[module] = found.get(module, 0) + param.numel()
+        return found
+
     def _record_step_gradient(self, step: int, optimizer: Optimizer) -> list[Tensor]:
         """This step's gradient norms (its optimizer's tracked parameters), kept on the device: outlier
         batches are told from their gradient spikes at the check. Returns the norms, one per tensor."""
@@ -618,6 +628,7 @@ class HealthMonitor(Callback):
         )
         data.sparse_groups = self._sparse_groups
         data.model_numel = self._model_numel
+        data.unstepped_params = self._held_by_no_optimizer(pl_module)
         data.optimizers = self._optimizers
         where = self._loss_batches
         if data.first_nonfinite_step is not None and data.first_nonfinite_step < len(where):

@@ -227,6 +227,24 @@ def test_a_group_at_lr_0_that_gets_gradients_is_frozen_by_the_optimizer_not_by_i
     assert fit(SplitLrNet(1 / 10), *teacher(), steps=60).findings == []
 
 
+class FirstLayerLeftOut(SplitLrNet):
+    """The optimizer is built over fc2 and the head only, while fc1 still requires gradients."""
+
+    def __init__(self) -> None:
+        super().__init__(first_mult=None)
+        self.fc1.requires_grad_(True)
+
+
+def test_parameters_that_get_gradients_in_no_optimizer_are_frozen_by_the_optimizer() -> None:
+    # zoos 6 and 7: a seq2seq whose optimizer holds the head (or misses the encoder's group)
+    finding = only(fit(FirstLayerLeftOut(), *teacher(), steps=60))
+    assert (finding.problem, finding.cause) == ("lr_too_low", "frozen_parameters")
+    evidence = finding.evidence
+    assert evidence["held_by_no_optimizer"] == ["fc1"] and evidence["frozen_groups"] == ["fc1"]
+    assert "no optimizer holds `fc1`" in finding.action
+    assert_record(finding)
+
+
 # ------------------------------------------------------------------------------------- the record itself
 
 
