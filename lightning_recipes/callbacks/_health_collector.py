@@ -48,6 +48,7 @@ __all__ = [
     "sparse_groups",
     "squared_norm",
     "tracked_parameters",
+    "unrectified_layers",
     "unwrap_optimizer",
     "validation_error",
     "validation_rows",
@@ -429,6 +430,36 @@ def watched_modules(model: nn.Module) -> tuple[Named, Named, Named, Named]:
         if not any(True for _ in module.children()):
             leaves.append((name, module))
     return relu, saturating, leaves, rows
+
+
+_PASS_THROUGH = (
+    nn.Dropout,
+    nn.Identity,
+    nn.BatchNorm1d,
+    nn.BatchNorm2d,
+    nn.BatchNorm3d,
+    nn.LayerNorm,
+    nn.GroupNorm,
+)
+
+
+def unrectified_layers(model: nn.Module) -> set[str]:
+    """Linear/Conv layers of an ``nn.Sequential`` whose output meets no ReLU in it (its last layer, one
+    before a tanh): their units cannot die of a rectifier, so their rows are not read as dead units.
+
+    Example:
+        >>> sorted(unrectified_layers(nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 4))))
+        ['2']
+    """
+    found: set[str] = set()
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Sequential):
+            children = list(module.named_children())
+            for i, (child_name, child) in enumerate(children):
+                after = [c for _, c in children[i + 1 :] if not isinstance(c, _PASS_THROUGH)]
+                if isinstance(child, ROW_LAYERS) and not (after and isinstance(after[0], _RELU)):
+                    found.add(f"{name}.{child_name}" if name else child_name)
+    return found
 
 
 def flat_and_gain(output: Tensor, tanh: bool) -> Tensor:

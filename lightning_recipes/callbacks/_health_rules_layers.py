@@ -459,8 +459,10 @@ def vanishing_gradients(e: Evidence) -> Decision | None:
         return None
     ratio = moved[first] / moved[top]
     blocked = bool(dead_layers(data, t) or saturated_layers(data, t)) and not _shrinks_before_blocked(e)
-    # a group with a gradient that does not move at all is not stepped: no vanishing gradient
+    # a group with a gradient that does not move at all is not stepped, and one with a gradient of exactly 0
+    # is cut off from the loss (no path reaches it): neither is a gradient that vanishes on its way
     unstepped = moved[first] == 0 and data.group_grad_rms.get(first, 0.0) > 0
+    unstepped |= data.group_grad_rms.get(first, math.nan) == 0.0
     count = streak(
         history,
         "vanishing_gradients",

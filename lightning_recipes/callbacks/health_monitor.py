@@ -43,6 +43,7 @@ from lightning_recipes.callbacks._health_collector import (
     sparse_groups,
     squared_norm,
     tracked_parameters,
+    unrectified_layers,
     unwrap_optimizer,
     validation_error,
     validation_rows,
@@ -180,6 +181,7 @@ class HealthMonitor(Callback):
         self._group_numel: list[int] = []
         self._param_group: list[int] = []  # per tracked parameter, its group
         self._families: list[str] = []  # per group, its optimizer's family
+        self._unrectified: set[str] = set()  # row layers no ReLU follows (nn.Sequential): no dead rows
         self._row_layers: list[tuple[str, nn.Module]] = []
         self._rows = RowLiveness([])
         self._calls = FunctionalSaturation([])  # functional sigmoid/tanh on a Linear/Conv layer's output
@@ -260,6 +262,7 @@ class HealthMonitor(Callback):
         self._param_start = squared_norm(self._params, device)
         self._shard_group = flat_shard_group(trainer)
         self._relu, self._saturating, self._leaves, self._row_layers = watched_modules(pl_module)
+        self._unrectified = unrectified_layers(pl_module)
         self._rows = RowLiveness([module for _, module in self._row_layers])
         self._calls = FunctionalSaturation([module for _, module in self._row_layers])
         self._init_calls = FunctionalSaturation([module for _, module in self._row_layers])
@@ -629,6 +632,9 @@ class HealthMonitor(Callback):
         data.sparse_groups = self._sparse_groups
         data.model_numel = self._model_numel
         data.unstepped_params = self._held_by_no_optimizer(pl_module)
+        for rows in (data.dead_rows, data.dead_rows_start):
+            for name in self._unrectified & set(rows):
+                del rows[name]
         data.optimizers = self._optimizers
         where = self._loss_batches
         if data.first_nonfinite_step is not None and data.first_nonfinite_step < len(where):

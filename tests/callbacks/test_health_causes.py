@@ -245,6 +245,41 @@ def test_parameters_that_get_gradients_in_no_optimizer_are_frozen_by_the_optimiz
     assert_record(finding)
 
 
+class UnusedOutputs(ReluNet):
+    """An ``nn.Sequential`` MLP whose last layer has 8 outputs, 4 of them unused (a flow's coupling net whose
+    masked half is multiplied by 0) and never positive: no rectifier follows them, so none is a dead unit."""
+
+    def __init__(self) -> None:
+        super().__init__(lr=3e-3, optimizer="adamw")
+        del self.fc1, self.fc2, self.head
+        self.net = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 8))
+        with torch.no_grad():
+            self.net[2].bias[4:].fill_(-20.0)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)[:, :4]
+
+
+def test_outputs_no_relu_follows_are_not_dead_units() -> None:
+    # sealed zoos 6 and 7: RealNVP couplings (their last layer's masked half) read as dead from step 0
+    monitor = fit(UnusedOutputs(), *teacher(), steps=60)
+    assert monitor.findings == [], [(f.problem, f.evidence) for f in monitor.findings]
+
+
+class CutAfterFirstLayer(ReluNet):
+    """A leftover ``torch.zeros_like`` replaces the first layer's output: no path from the loss reaches it."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = torch.zeros_like(F.relu(self.fc1(x)))
+        return self.head(F.relu(self.fc2(h)))
+
+
+def test_a_layer_the_loss_never_reaches_has_no_vanishing_gradient() -> None:
+    # sealed zoo 6: a decoder started from zeros instead of the encoder's state (gradient exactly 0)
+    problems = {f.problem for f in fit(CutAfterFirstLayer(lr=0.01), *teacher(), steps=120).findings}
+    assert "vanishing_gradients" not in problems, problems
+
+
 # ------------------------------------------------------------------------------------- the record itself
 
 
