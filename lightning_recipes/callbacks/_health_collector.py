@@ -444,8 +444,8 @@ _PASS_THROUGH = (
 
 
 def unrectified_layers(model: nn.Module) -> set[str]:
-    """Linear/Conv layers of an ``nn.Sequential`` whose output meets no ReLU in it (its last layer, one
-    before a tanh): their units cannot die of a rectifier, so their rows are not read as dead units.
+    """Linear/Conv layers that end an ``nn.Sequential`` (nothing but normalisation or dropout after them):
+    no activation of theirs can die or saturate, so their rows are not read as dead units.
 
     Example:
         >>> sorted(unrectified_layers(nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 4))))
@@ -457,7 +457,7 @@ def unrectified_layers(model: nn.Module) -> set[str]:
             children = list(module.named_children())
             for i, (child_name, child) in enumerate(children):
                 after = [c for _, c in children[i + 1 :] if not isinstance(c, _PASS_THROUGH)]
-                if isinstance(child, ROW_LAYERS) and not (after and isinstance(after[0], _RELU)):
+                if isinstance(child, ROW_LAYERS) and not after:
                     found.add(f"{name}.{child_name}" if name else child_name)
     return found
 

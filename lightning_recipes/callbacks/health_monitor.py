@@ -181,7 +181,7 @@ class HealthMonitor(Callback):
         self._group_numel: list[int] = []
         self._param_group: list[int] = []  # per tracked parameter, its group
         self._families: list[str] = []  # per group, its optimizer's family
-        self._unrectified: set[str] = set()  # row layers no ReLU follows (nn.Sequential): no dead rows
+        self._unrectified: set[str] = set()  # row layers ending an nn.Sequential: no dead rows
         self._row_layers: list[tuple[str, nn.Module]] = []
         self._rows = RowLiveness([])
         self._calls = FunctionalSaturation([])  # functional sigmoid/tanh on a Linear/Conv layer's output

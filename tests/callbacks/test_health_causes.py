@@ -247,7 +247,7 @@ def test_parameters_that_get_gradients_in_no_optimizer_are_frozen_by_the_optimiz
 
 class UnusedOutputs(ReluNet):
     """An ``nn.Sequential`` MLP whose last layer has 8 outputs, 4 of them unused (a flow's coupling net whose
-    masked half is multiplied by 0) and never positive: no rectifier follows them, so none is a dead unit."""
+    masked half is multiplied by 0) and never positive: they end the Sequential, so none is a dead unit."""
 
     def __init__(self) -> None:
         super().__init__(lr=3e-3, optimizer="adamw")
@@ -260,7 +260,7 @@ class UnusedOutputs(ReluNet):
         return self.net(x)[:, :4]
 
 
-def test_outputs_no_relu_follows_are_not_dead_units() -> None:
+def test_outputs_that_end_a_sequential_are_not_dead_units() -> None:
     # sealed zoos 6 and 7: RealNVP couplings (their last layer's masked half) read as dead from step 0
     monitor = fit(UnusedOutputs(), *teacher(), steps=60)
     assert monitor.findings == [], [(f.problem, f.evidence) for f in monitor.findings]
