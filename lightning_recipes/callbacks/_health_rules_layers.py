@@ -211,8 +211,12 @@ def exploding_gradients(e: Evidence) -> Decision | None:
     data, found = e.data, e.spikes
     earlier = [g for g in e.history.grad_totals if math.isfinite(g)]
     baseline = statistics.median(earlier) if earlier else math.nan
+    # the sampled step is the interval's last: on an outlier batch its gradient is that batch's spike
+    last = data.step_records[-1] if data.step_records else None
+    outlier = last is not None and last[5] > e.t["outlier_factor"] * found.typical_input
     sampled = data.grad_sampled and (
-        not math.isfinite(data.grad_total) or (earlier and data.grad_total > e.t["explode_factor"] * baseline)
+        not math.isfinite(data.grad_total)
+        or (earlier and data.grad_total > e.t["explode_factor"] * baseline and not outlier)
     )
     if not (sampled or found.exploded):
         return None

@@ -14,7 +14,16 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from lightning_recipes.callbacks._health_window import HEADLINE_LIMIT, Cause, Finding
+from lightning_recipes.callbacks._health_evidence import evidence_of
+from lightning_recipes.callbacks._health_rules_layers import exploding_gradients
+from lightning_recipes.callbacks._health_window import (
+    DEFAULT_THRESHOLDS,
+    HEADLINE_LIMIT,
+    Cause,
+    CheckData,
+    Finding,
+    History,
+)
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.testing import fast_trainer
 
@@ -278,6 +287,16 @@ def test_a_layer_the_loss_never_reaches_has_no_vanishing_gradient() -> None:
     # sealed zoo 6: a decoder started from zeros instead of the encoder's state (gradient exactly 0)
     problems = {f.problem for f in fit(CutAfterFirstLayer(lr=0.01), *teacher(), steps=120).findings}
     assert "vanishing_gradients" not in problems, problems
+
+
+@pytest.mark.parametrize("largest_input", [999.0, 3.0])
+def test_a_sampled_gradient_on_an_outlier_batch_is_its_spike_not_an_explosion(largest_input: float) -> None:
+    # sealed zoo 6: two points in millimetres come back each epoch; one lands on the check's sampled step
+    records = [(k, 1.0 + 0.1 * (k % 3), k, 0, 0, 3.0) for k in range(19)]
+    records.append((19, 5000.0, 19, 5, 0, largest_input))  # the interval's last step: the sampled one
+    data = CheckData(200, 4, grad_sampled=True, grad_total=5000.0, step_records=records)
+    found = exploding_gradients(evidence_of(data, History(grad_totals=[1.1, 1.2]), DEFAULT_THRESHOLDS))
+    assert (found is None) == (largest_input == 999.0)
 
 
 # ------------------------------------------------------------------------------------- the record itself
