@@ -264,8 +264,10 @@ def lr_raised_into_blowup(e: Evidence, blowup: Decision) -> Decision | None:
 
 
 def lr_blew_up_from_the_first_step(e: Evidence, blowup: Decision) -> Decision | None:
-    """Inf/nan weights in the first interval under plain SGD whose first gradient was
-    ordinary but whose first update ``lr x ||g0||`` exceeded ``ratio_stuck`` of the weights: the LR.
+    """An explosion (or inf/nan weights) in the first interval whose first gradient was ordinary but whose
+    first update exceeded ``ratio_stuck`` of the weights: the LR. The first update is ``lr x ||g0||`` under
+    SGD and ``lr x sqrt(n)`` under an adaptive optimizer (Adam's first step moves each of the ``n`` elements
+    by ~``lr`` whatever the gradient's scale).
 
     Example:
         >>> data = CheckData(10, 0, nonfinite_weights=["net"], param_norm_start=5.77,
@@ -280,17 +282,20 @@ def lr_blew_up_from_the_first_step(e: Evidence, blowup: Decision) -> Decision | 
     first = next((r for r in data.step_records if r[0] == 0 and math.isfinite(r[1])), None)
     lrs = [v for v in data.group_lr.values() if math.isfinite(v)]
     w0 = data.param_norm_start
+    families = set(data.group_family.values())
     if (
         history.losses
         or blowup[0].get("cause") == "outlier_batches"
         or first is None
         or not lrs
         or not w0 > 0
-        or set(data.group_family.values()) != {"sgd"}
+        or len(families) != 1
+        or families & {"sgd", "adaptive"} != families
     ):
         return None
-    lr, g0 = max(lrs), first[1]
-    step0 = lr * g0 / w0
+    family, lr, g0 = families.pop(), max(lrs), first[1]
+    moved = g0 if family == "sgd" else math.sqrt(sum(data.group_numel.values()))
+    step0 = lr * moved / w0
     if not (g0 < t["explode_factor"] * w0 and step0 > t["ratio_stuck"]):
         return None
     grad, factor = blowup[0].get("grad_norm", math.nan), max(3, round(step0 / t["ratio_high"]))
@@ -300,12 +305,13 @@ def lr_blew_up_from_the_first_step(e: Evidence, blowup: Decision) -> Decision | 
         "first_update_ratio": step0,
         "weights_norm_at_start": w0,
         "grad_norm": grad,
-        "optimizer_family": "sgd",
+        "optimizer_family": family,
         "lower_lr_by": factor,
     } | ({"nonfinite_weights": data.nonfinite_weights[:8]} if data.nonfinite_weights else {})
+    by = f"gradient {fmt(g0)}" if family == "sgd" else f"~lr per element, {fmt(moved**2)} elements"
     action = (
-        f"The first SGD step moved the weights by {fmt(step0)} of their norm (lr {fmt(lr)} x gradient "
-        f"{fmt(g0)}, an ordinary gradient at initialisation; healthy ~1e-3), and the gradients then grew "
+        f"The first {family} step moved the weights by {fmt(step0)} of their norm (lr {fmt(lr)} x {by}, the "
+        f"gradient {fmt(g0)} ordinary at initialisation; healthy ~1e-3), and the gradients then grew "
         f"to {fmt(grad)}: the learning rate, not the initialisation. Lower it at least {factor}x (to a "
         f"first step under 1e-2 of the weights: from {fmt(lr)} to {fmt(lr / factor)}), or run an LR range "
         "test; add warm-up, or clip gradients."
@@ -772,6 +778,8 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     _add(out, "vanishing_gradients", vanishing_gradients(e))
     _add(out, "lr_too_high", lr_too_high(e))
     raised = lr_raised_into_blowup(e, out["exploding_gradients"]) if "exploding_gradients" in out else None
+    if raised is None and "exploding_gradients" in out:  # steps too large from the first: the LR's
+        raised = lr_blew_up_from_the_first_step(e, out["exploding_gradients"])
     if raised is not None:  # the explosion began after the LR rose into new ground: the LR's
         out.pop("exploding_gradients")
         out["lr_too_high"] = raised

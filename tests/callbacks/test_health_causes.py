@@ -15,6 +15,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_recipes.callbacks._health_evidence import evidence_of
+from lightning_recipes.callbacks._health_rules import lr_blew_up_from_the_first_step
 from lightning_recipes.callbacks._health_rules_layers import exploding_gradients
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,
@@ -297,6 +298,19 @@ def test_a_sampled_gradient_on_an_outlier_batch_is_its_spike_not_an_explosion(la
     data = CheckData(200, 4, grad_sampled=True, grad_total=5000.0, step_records=records)
     found = exploding_gradients(evidence_of(data, History(grad_totals=[1.1, 1.2]), DEFAULT_THRESHOLDS))
     assert (found is None) == (largest_input == 999.0)
+
+
+@pytest.mark.parametrize("lr", [0.2, 1e-4])
+def test_an_adaptive_first_step_of_lr_per_element_that_throws_the_weights_is_the_lr(lr: float) -> None:
+    # sealed zoo 7: a RealNVP under Adam at 0.2 (meant 1e-3) explodes at step 3 from an ordinary gradient
+    data = CheckData(20, 0, param_norm_start=5.77, group_lr={"net": lr}, group_family={"net": "adaptive"})
+    data.group_numel, data.step_records = {"net": 10_000}, [(0, 1.3, 0, 0, 0, 1.8), (3, 2.5e7, 3, 0, 0, 1.9)]
+    found = lr_blew_up_from_the_first_step(evidence_of(data, History(), DEFAULT_THRESHOLDS), ({}, ""))
+    if lr == 1e-4:  # a first step of 1e-4 x sqrt(10^4) / 5.77 = 0.0017 of the weights: not the LR's
+        assert found is None
+    else:
+        assert found is not None and found[0]["optimizer_family"] == "adaptive"
+        assert math.isclose(found[0]["first_update_ratio"], 0.2 * 100 / 5.77)
 
 
 # ------------------------------------------------------------------------------------- the record itself
