@@ -778,7 +778,9 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     _add(out, "vanishing_gradients", vanishing_gradients(e))
     _add(out, "lr_too_high", lr_too_high(e))
     raised = lr_raised_into_blowup(e, out["exploding_gradients"]) if "exploding_gradients" in out else None
-    if raised is None and "exploding_gradients" in out:  # steps too large from the first: the LR's
+    # an adaptive first step too large is the LR's alone; an SGD one's explosion may be the dynamics' (an
+    # RNN's, for clipping), so SGD is judged so only where the weights went inf/nan (above)
+    if raised is None and "exploding_gradients" in out and e.ratios.family == "adaptive":
         raised = lr_blew_up_from_the_first_step(e, out["exploding_gradients"])
     if raised is not None:  # the explosion began after the LR rose into new ground: the LR's
         out.pop("exploding_gradients")
