@@ -78,6 +78,8 @@ def repair_of(finding: Finding) -> str | None:
     cause named, no safe repair, or an ``lr_too_low`` that is neither collapsed nor far too low)."""
     if finding.cause is None:
         return None
+    if (finding.problem, finding.cause) == ("nonfinite_activations", "inputs"):  # one batch with inf/nan
+        return "rollback_skip_batch" if "nonfinite_batch_step" in finding.evidence else None  # wrote them
     action = REPAIRS.get((finding.problem, finding.cause))
     if action == "raise_lr" and lr_factor_of(finding) is None and not _reached_zero(finding):
         return None
@@ -337,11 +339,8 @@ class HealthRepair:
         finding: Finding,
         batches: Batches,
     ) -> None:
-        bad = int(
-            _number(finding.evidence.get("nonfinite_loss_step"))
-            if "nonfinite_loss_step" in finding.evidence
-            else -1
-        )
+        named_step = finding.evidence.get("nonfinite_loss_step", finding.evidence.get("nonfinite_batch_step"))
+        bad = int(number) if math.isfinite(number := _number(named_step)) else -1
         where = next(((e, b) for s, e, b in batches if s == bad), None)
         named = f"step {bad}" if bad >= 0 else "a step since the snapshot"
         if where is not None:

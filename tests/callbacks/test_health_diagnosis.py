@@ -108,6 +108,27 @@ def test_one_nan_sample_that_poisoned_the_weights_is_blamed_on_its_batch() -> No
     assert inputs.evidence_for == {"nonfinite_batch_step": 5}
 
 
+def test_repair_rolls_back_past_the_nan_sample_batch_and_skips_it() -> None:
+    torch.manual_seed(0)
+    x, y = torch.randn(512, 16), torch.randint(0, 4, (512,))
+    x[5 * 32 + 7, 3] = float("nan")  # the batch of step 5 only (read in order)
+    model, monitor = (
+        NanLossAt(step=-1),
+        HealthMonitor(check_every_n_steps=8, on_finding=lambda f: None, repair=True),
+    )
+    fast_trainer(max_steps=20, max_epochs=-1, callbacks=[monitor]).fit(
+        model, DataLoader(TensorDataset(x, y), batch_size=32)
+    )
+    [event] = monitor.repairs
+    assert (event.problem, event.cause, event.action) == (
+        "nonfinite_activations",
+        "inputs",
+        "rollback_skip_batch",
+    )
+    assert event.before["nonfinite_step"] == 5 and "batch of step 5 (epoch 0, batch 5)" in event.message
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
 # ------------------------------------------------------------------------------------- 7: not_learning
 
 
