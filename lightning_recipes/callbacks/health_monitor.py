@@ -632,9 +632,9 @@ class HealthMonitor(Callback):
         data.sparse_groups = self._sparse_groups
         data.model_numel = self._model_numel
         data.unstepped_params = self._held_by_no_optimizer(pl_module)
-        for rows in (data.dead_rows, data.dead_rows_start):
-            for name in self._unrectified & set(rows):
-                del rows[name]
+        for dead in (data.dead_rows, data.dead_rows_start):
+            for name in self._unrectified & set(dead):
+                del dead[name]
         data.optimizers = self._optimizers
         where = self._loss_batches
         if data.first_nonfinite_step is not None and data.first_nonfinite_step < len(where):
