@@ -289,6 +289,9 @@ def exploding_from_start(e: Evidence) -> Decision | None:
     sensitivity = g0 * w0 / max(abs(start), 1e-12)
     if not (g0 > factor * w0 and sensitivity > factor):
         return None  # the check's own gradient is not asked: an adaptive optimizer tames it within steps
+    if data.input_free_gap - e.t["confidence_z"] * data.input_free_gap_se > 0:
+        return None  # outputs an initialisation blew up vary far beyond the targets: a model that already
+        # beats its own input-free guess did not explode (a loss scaled by hand makes its gradients large)
     history.streaks["exploded_at_step"] = data.step
     evidence: dict[str, object] = {
         "grad_norm_step0": g0,

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_recipes.callbacks._health_evidence import evidence_of
 from lightning_recipes.callbacks._health_rules import lr_blew_up_from_the_first_step
-from lightning_recipes.callbacks._health_rules_layers import exploding_gradients
+from lightning_recipes.callbacks._health_rules_layers import exploding_from_start, exploding_gradients
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,
     HEADLINE_LIMIT,
@@ -311,6 +311,19 @@ def test_an_adaptive_first_step_of_lr_per_element_that_throws_the_weights_is_the
     else:
         assert found is not None and found[0]["optimizer_family"] == "adaptive"
         assert math.isclose(found[0]["first_update_ratio"], 0.2 * 100 / 5.77)
+
+
+@pytest.mark.parametrize("gap", [0.8, -2.8, math.nan])
+def test_a_first_gradient_far_above_the_weights_is_no_exploded_init_when_the_model_beats_its_guess(
+    gap: float,
+) -> None:
+    # sealed zoos 6 and 7: a TCN's loss scaled by 1024 (4096) by hand under Adam, which ignores the scale
+    data = CheckData(20, 0, loss_head=300.0, loss_mean=150.0, grad_sampled=True, grad_total=1900.0)
+    data.param_norm_start, data.step_records = 8.0, [(0, 8300.0, 0, 0, 0, 1.0)]
+    data.input_free_gap, data.input_free_gap_se, data.input_free_loss = gap, 0.12, 0.86
+    found = exploding_from_start(evidence_of(data, History(), DEFAULT_THRESHOLDS))
+    # beats its own input-free guess: its outputs did not blow up; worse than it or unmeasured: judged
+    assert (found is None) == (gap == 0.8), found
 
 
 # ------------------------------------------------------------------------------------- the record itself
