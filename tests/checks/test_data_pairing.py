@@ -154,3 +154,37 @@ def test_a_reconstruction_in_training_is_not_compared_with_another_map_in_valida
         )
     else:
         assert relation != "not compared: training reconstructs its input, validation does not"
+
+
+def _snippets(books: range, seed: int = 0) -> tuple[Tensor, Tensor]:
+    """40 snippets of each book (its author ``book % 4``): a weak author style, a strong per-book topic."""
+    g = torch.Generator().manual_seed(seed)
+    style, topic = torch.randn(4, 16, generator=g), torch.randn(max(books) + 1, 16, generator=g)
+    author = torch.tensor([b % 4 for b in books for _ in range(40)])
+    book = torch.tensor([b for b in books for _ in range(40)])
+    x = 0.5 * style[author] + 1.5 * topic[book] + 0.5 * torch.randn(len(book), 16, generator=g)
+    return x, author
+
+
+@pytest.mark.parametrize("validation", ["books_held_out", "labels_shuffled", "books_held_out_x255"])
+def test_validation_from_unseen_books_is_a_population_not_a_pairing(validation: str) -> None:
+    """Validation books training never saw lie beyond its reach (training's neighbours are their own book's),
+    on training's scale: not scored there. Validation snippets of training's books with their authors shuffled
+    are within reach and fail; unseen books on another scale (x 255: a validation-only preprocessing) fail."""
+    train_x, train_y = _snippets(range(16))
+    val_x, val_y = _snippets(range(16, 24))  # the same authors, new books
+    if validation == "labels_shuffled":
+        val_x, val_y = _snippets(range(16), seed=0)
+        val_x = val_x + 0.3 * torch.randn(val_x.shape, generator=torch.Generator().manual_seed(5))
+        val_y = val_y[torch.randperm(len(val_y), generator=torch.Generator().manual_seed(6))]
+    if validation == "books_held_out_x255":
+        val_x = 255 * val_x
+    data = {
+        "train_dataloaders": DataLoader(TensorDataset(train_x, train_y), batch_size=64, shuffle=True),
+        "val_dataloaders": DataLoader(TensorDataset(val_x, val_y), batch_size=64),
+    }
+    result = preflight(TinyClassifier(), **data, checks=[DataCheck(num_batches=10)], progress=False)["data"]
+    if validation == "books_held_out":  # before: nearest neighbours fit on train 1.00 there, 0.30 on val
+        assert result.status == "pass", result.message
+    else:
+        assert result.status == "fail" and "pairing differs across splits" in result.message, result.message

@@ -137,8 +137,9 @@ def relations(train: Split, val: Split, classes: int, aligned: bool) -> list[Rel
         a, b = (a - mean) / std, (b - mean) / std
         cross = torch.cdist(b, a)
         within = torch.cdist(a, a).fill_diagonal_(math.inf)
-        # training must cover validation, not the reverse (an augmentation of training alone: the guide)
-        near = (cross.min(1).values <= within.min(1).values.quantile(0.95)) | (fitted == "train")
+        spacing, apart = within.min(1).values, torch.cdist(b, b).fill_diagonal_(math.inf).min(1).values
+        near = cross.min(1).values <= spacing.quantile(0.95)  # within reach; rescaled rows: all (the guide)
+        near |= fitted == "train" and not 0.5 <= float(apart.median() / spacing.median().clamp_min(1e-9)) <= 2
         # repeats inside the fitted split would make its held-out score a memory test: closest pairs left out
         lone = (within[held][:, ~held] > 0).all(1)  # held-out half without an exact copy in the fitted half
         if ordered:  # rows served in runs (one trajectory, one subject): neighbours from the other half only
@@ -175,7 +176,7 @@ def _one_feature(
     held: Tensor,
     lone: Tensor,
 ) -> list[Relation]:
-    names = [k for k in fit if k in other and fit[k].shape[1:] == other[k].shape[1:]]
+    names = [k for k in fit if k in other and fit[k].shape[1:] == other[k].shape[1:] and fit[k][:1].numel()]
     if not names or int(lone.sum()) < 20 or len(y_other) < 20 or y_fit.ndim > 1 + (classes == 0):
         return []
     a = torch.cat([features(fit[k][: len(y_fit)]) for k in names], 1)
@@ -188,8 +189,6 @@ def _one_feature(
         Relation("one feature", fitted, *_compare(own[d], y_held, cross[d], y_other, classes), needed)
         for d in range(a.shape[1])
     ]
-    if not found:
-        return []
     columns = [f"{k}[:, {i}]" for k in names for i in range(features(fit[k][:1]).shape[1])]
     best = max(range(len(found)), key=lambda d: found[d].z)  # the first of the largest
     return [replace(found[best], feature=columns[best])]
