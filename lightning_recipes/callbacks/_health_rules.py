@@ -290,7 +290,7 @@ def lr_blew_up_from_the_first_step(e: Evidence, blowup: Decision) -> Decision | 
         or not lrs
         or not w0 > 0
         or len(families) != 1
-        or families & {"sgd", "adaptive"} != families
+        or not families <= {"sgd", "adaptive"}
     ):
         return None
     family, lr, g0 = families.pop(), max(lrs), first[1]

@@ -503,12 +503,13 @@ class HealthMonitor(Callback):
         self._act_sampled += 1
         self._sampling = True
 
-    def _held_by_no_optimizer(self, pl_module: pl.LightningModule) -> dict[str, int]:
+    def _held_by_no_optimizer(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, int]:
         """Per module, the elements of its parameters that get a gradient (``.grad`` set: host only) though
-        no optimizer holds them: no step can move them."""
+        no optimizer holds them now (groups added since the start count): no step can move them."""
+        held = {id(p) for p in tracked_parameters(trainer.optimizers)}
         found: dict[str, int] = {}
         for name, param in pl_module.named_parameters():
-            if param.requires_grad and param.grad is not None and id(param) not in self._index:
+            if param.requires_grad and param.grad is not None and id(param) not in held:
                 module = name.rpartition(".")[0] or name
                 found[module] = found.get(module, 0) + param.numel()
         return found
@@ -631,7 +632,7 @@ class HealthMonitor(Callback):
         )
         data.sparse_groups = self._sparse_groups
         data.model_numel = self._model_numel
-        data.unstepped_params = self._held_by_no_optimizer(pl_module)
+        data.unstepped_params = self._held_by_no_optimizer(trainer, pl_module)
         for dead in (data.dead_rows, data.dead_rows_start):
             for name in self._unrectified & set(dead):
                 del dead[name]

@@ -255,6 +255,25 @@ def test_parameters_that_get_gradients_in_no_optimizer_are_frozen_by_the_optimiz
     assert_record(finding)
 
 
+class UnfreezeIntoTheOptimizer(pl.Callback):
+    """Unfreezes ``fc1`` at step 20 and adds it to the optimizer as a new group (backbone fine-tuning)."""
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        if trainer.global_step == 20:
+            pl_module.fc1.requires_grad_(True)
+            trainer.optimizers[0].add_param_group({"params": list(pl_module.fc1.parameters())})
+
+
+def test_a_group_added_to_the_optimizer_during_the_run_is_held_by_it() -> None:
+    torch.manual_seed(0)
+    monitor = HealthMonitor(check_every_n_steps=20, on_finding=lambda f: None)
+    loader = DataLoader(TensorDataset(*teacher()), batch_size=32)
+    callbacks = [monitor, UnfreezeIntoTheOptimizer()]
+    trainer = fast_trainer(max_steps=80, max_epochs=-1, callbacks=callbacks, limit_val_batches=0)
+    trainer.fit(SplitLrNet(None), loader)
+    assert monitor.findings == [], [(f.problem, f.evidence) for f in monitor.findings]
+
+
 class UnusedOutputs(ReluNet):
     """An ``nn.Sequential`` MLP whose last layer has 8 outputs, 4 of them unused (a flow's coupling net whose
     masked half is multiplied by 0) and never positive: they end the Sequential, so none is a dead unit."""

@@ -137,7 +137,8 @@ def relations(train: Split, val: Split, classes: int, aligned: bool) -> list[Rel
         a, b = (a - mean) / std, (b - mean) / std
         cross = torch.cdist(b, a)
         within = torch.cdist(a, a).fill_diagonal_(math.inf)
-        spacing, apart = within.min(1).values, torch.cdist(b, b).fill_diagonal_(math.inf).min(1).values
+        spacing = within.min(1).values
+        apart = torch.cdist(b, b).fill_diagonal_(math.inf).min(1).values if fitted == "train" else spacing
         near = cross.min(1).values <= spacing.quantile(0.95)  # within reach; rescaled rows: all (the guide)
         near |= fitted == "train" and not 0.5 <= float(apart.median() / spacing.median().clamp_min(1e-9)) <= 2
         # repeats inside the fitted split would make its held-out score a memory test: closest pairs left out
