@@ -301,6 +301,47 @@ def test_a_target_scaled_with_each_batchs_statistics_fails(scaling: str, status:
         assert "Scale targets with statistics of the training set" in result.action
 
 
+class LossPath(M.MLP):
+    """A classifier whose forward is per sample; between the output and the loss: ``"batch"`` a log-softmax
+    over dim 0 (the BUG: sealed gallery R's unmixer), ``"classes"`` over the classes, ``"shift"`` the whole
+    batch's largest logit taken off (every row moves the same: cross-entropy does not change), ``"pairs"``
+    an (N, N) similarity matrix scored by cross-entropy (contrastive: pairwise by design)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        out = self(x)
+        if self.path == "pairs":
+            embedding = F.normalize(out, dim=-1)
+            return F.cross_entropy(embedding @ embedding.T / 0.1, torch.arange(len(x)))
+        if self.path == "shift":
+            return F.cross_entropy(out - out.max(), y)
+        return F.nll_loss(out.log_softmax(0 if self.path == "batch" else -1), y)
+
+
+@pytest.mark.parametrize(
+    ("path", "shuffle", "status"),
+    [
+        ("batch", True, "fail"),
+        ("batch", False, "inconclusive"),  # rows in order: a batch may be one list (listwise ranking)
+        ("classes", True, "pass"),
+        ("shift", True, "pass"),
+        ("pairs", True, "pass"),
+    ],
+)
+def test_a_loss_that_mixes_samples_after_the_output_is_caught(path: str, shuffle: bool, status: str) -> None:
+    """Each sample's loss, recomputed unreduced, depends on that sample only: moving sample 0's input moves
+    every other sample's loss only where the batch is mixed between the output and the loss."""
+    result = BatchIndependenceCheck().run(CheckContext(LossPath(path), M.loader(shuffle=shuffle)))
+    assert result.status == status, result.message
+    if status != "pass":
+        assert result.details["function"] == "nll_loss" and result.details["rows_moved"] == 7
+        assert len(result.summary) <= 120 and "softmax or normalisation over dim 0" in result.action
+
+
 class NeighbourContext(M.MLP):
     """Each row also reads the row before it (its context in a sequence served in order: a night of sleep
     epochs): legitimate for a loader that serves rows in order, a leak across samples for a shuffled one."""

@@ -448,6 +448,29 @@ def test_probabilities_into_nll_loss_fail_and_log_probabilities_pass():
     assert healthy.status == "pass", healthy.message
 
 
+@pytest.mark.parametrize(
+    ("prediction", "status"),
+    [
+        (lambda out: out.softmax(-1), "fail"),  # probabilities where log-probabilities belong
+        (lambda out: out.log_softmax(-1).exp(), "fail"),  # the same, reached through exp
+        (lambda out: out.log_softmax(-1), "pass"),
+    ],
+)
+def test_kl_div_reads_log_probabilities_like_nll_loss(prediction, status: str) -> None:
+    """``F.kl_div(input, target)`` expects ``input`` as log-probabilities (sealed gallery R's unmixer): given
+    probabilities it is minimised by one-hot answers. A non-negative input is proven from softmax or exp."""
+
+    def kl(out: Tensor, y: Tensor) -> Tensor:
+        target = F.one_hot(y, out.shape[-1]).float() * 0.9 + 0.025
+        return F.kl_div(prediction(out), target, reduction="batchmean")
+
+    result = _run(Classifier(loss_fn=kl), _classification())
+    assert result.status == status, result.message
+    assert result.details["floor"]["status"] == status
+    if status == "fail":
+        assert "kl_div reads log-probabilities" in result.summary and "log_softmax" in result.action
+
+
 # ---------------------------------------------------------------- the floors of _loss_probe.loss_floor
 def _floor_of(loss_fn):
     with record_loss_calls(input_bounds) as calls:

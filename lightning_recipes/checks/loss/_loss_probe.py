@@ -84,6 +84,7 @@ def _fn_bounds(fn: Any, depth: int) -> Bounds | None:
 _SQUASHERS = {
     "SigmoidBackward0": ("sigmoid", lambda x: torch.tensor(x, dtype=torch.double).sigmoid().item(), 0.0, 1.0),
     "TanhBackward0": ("tanh", math.tanh, -1.0, 1.0),
+    "ExpBackward0": ("exp", lambda x: math.exp(min(x, 700.0)), 0.0, math.inf),
 }
 
 

@@ -159,13 +159,14 @@ class LossCheck(SanityCheck):
     @staticmethod
     def _floor(probe: LossProbe) -> Finding:
         call = probe.call
-        if call is not None and call.function == "nll_loss":
+        if call is not None and call.function in ("nll_loss", "kl_div"):  # both read log-probabilities
             bounds = call.inspection if call.inspected else input_bounds(call.output)
             if bounds is None or bounds.low < 0:
-                return Finding("pass", "nll_loss's input is not proven non-negative")
+                return Finding("pass", f"{call.function}'s input is not proven non-negative")
             details = {"how": bounds.how, "low": bounds.low, "high": bounds.high}
-            action = "Use log_softmax before nll_loss, or cross_entropy on logits."
-            return Finding("fail", f"nll_loss reads log-probabilities but gets {bounds.how}", details, action)
+            action = f"Pass log_softmax (log-probabilities) to {call.function}, not probabilities or scores."
+            summary = f"{call.function} reads log-probabilities but gets {bounds.how}"
+            return Finding("fail", summary, details, action)
         if call is None or call.loss is None or call.loss.numel() != 1:
             return Finding("n/a", "no scalar loss call")
         floor = loss_floor(call)

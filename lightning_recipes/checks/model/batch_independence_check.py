@@ -7,6 +7,7 @@ from contextlib import suppress
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from typing_extensions import Unpack, override
 
@@ -79,9 +80,9 @@ class BatchIndependenceCheck(SanityCheck):
             raise CheckSkipped("the batch is not one row per sample (an edge list, packed data beside it).")
         inputs = inputs.detach()
         model = context.copy_model()
-        if mixed := _targets_mix(context, model, sample, count):
+        if mixed := _targets_mix(context, model, sample, count, self.rtol):
             summary = f"loss targets mix across the batch: moving sample 0's batch[{mixed['entry']}] moved "
-            summary += f"{mixed['rows_moved']} of {count - 1} other {mixed['function']} targets"
+            summary += f"{mixed['rows_moved']} of {count - 1} other {mixed['function']} losses"
             action = "Scale targets with statistics of the training set (buffers), not of each batch."
             return self.verdict("fail", summary, {"method": "target perturbation", **mixed}, action)
         probes = sorted({0, count - 1})
@@ -140,6 +141,14 @@ class BatchIndependenceCheck(SanityCheck):
                 )
                 return self.verdict("inconclusive", summary, details, "If rows are independent: " + action)
             return self.verdict("fail", summary, details, action)
+        changed = inputs.clone()
+        changed[0] = _other_content(inputs, 0)
+        if mixed := _losses_mix(context, model, sample, context.with_inputs(sample, changed), self.rtol):
+            summary = f"{mixed['function']}'s per-sample losses mix: sample 0's input moved "
+            summary += f"{mixed['rows_moved']} of {count - 1} others' (the output did not)"
+            action = "Look for a softmax or normalisation over dim 0 between the model's output and the loss."
+            ordered = is_shuffled(context.train_dataloader) is False  # a batch may be one list or sequence
+            return self.verdict("inconclusive" if ordered else "fail", summary, details | mixed, action)
         independent = f"no cross-sample effect in {count} samples"
         try:
             with perturbed("the batch rotated by one slot"):
@@ -160,27 +169,55 @@ class BatchIndependenceCheck(SanityCheck):
         return self.verdict("pass", f"{independent}; rotating the batch rotates the outputs", details)
 
 
-def _targets_mix(context: CheckContext, model: Any, sample: Any, count: int) -> dict[str, Any] | None:
-    """A loss target computed from one float batch entry (not by the model) of which most other samples' rows
-    move when sample 0's entry moves far: statistics of each batch in the target (its min-max, z-scores)."""
+def _targets_mix(
+    context: CheckContext, model: Any, sample: Any, count: int, rtol: float
+) -> dict[str, Any] | None:
+    """A loss target computed from one float batch entry (not by the model) whose move in sample 0's row, far
+    off, moves most other samples' losses: statistics of each batch in the target (its min-max, z-scores)."""
     with suppress(Exception), torch.no_grad():  # the user's step on a moved entry: no verdict from this test
         calls = seeded(context.seed, context.loss_calls, model, sample)
-        for index, call in enumerate(calls):
-            target, raw = call.target, dict((k, v) for k, _, v in entries(sample)).get(call.target_key)
-            if target is None or raw is None or call.target_from_model or not _rows(count, target, raw):
+        raw = dict((k, v) for k, _, v in entries(sample))
+        for key in dict.fromkeys(c.target_key for c in calls if not c.target_from_model):
+            if key is None or key not in raw or not _rows(count, raw[key]):
                 continue
-            moved = raw.clone()
-            moved[0] += 10 * (raw.abs().max() + 1)
-            changed = replace_entries(sample, {call.target_key: moved})
-            again = seeded(context.seed, context.loss_calls, model, changed)
-            new = again[index].target if len(again) == len(calls) else None
-            if new is None or new.shape != target.shape:
-                continue
-            delta = (new[1:] - target[1:]).abs().reshape(count - 1, -1).amax(1)  # NaN (masked): not moved
-            scale = target[1:].abs().reshape(count - 1, -1).amax(1)
-            moved_rows = int((delta > 1e-3 * (scale + 1e-6)).sum())  # sync: once per target
-            if moved_rows >= 0.75 * (count - 1):  # a partner (mixup) moves one row; batch statistics most
-                return {"function": call.function, "entry": call.target_key, "rows_moved": moved_rows}
+            moved = raw[key].clone()
+            moved[0] += 10 * (raw[key].abs().max() + 1)
+            if mixed := _losses_mix(context, model, sample, replace_entries(sample, {key: moved}), rtol):
+                return mixed | {"entry": key}
+    return None
+
+
+def _losses_mix(
+    context: CheckContext, model: Any, sample: Any, changed: Any, rtol: float
+) -> dict[str, Any] | None:
+    """The first loss call whose per-sample losses (recomputed unreduced) move in at least 3/4 of the *other*
+    samples, beyond ``rtol`` of sample 0's own move, on ``changed`` (``sample`` with sample 0's row changed).
+    A teacher's target and an (N, N) pairwise output are not judged; a raising step gives no verdict."""
+    count = len(context.split(sample)[0])
+    norms = keeping_statistics(model, lambda: seeded(context.seed, context.loss_calls, model, sample))
+    for norm in norms:
+        norm.eval()
+    try:
+        with suppress(Exception), torch.no_grad():
+            base, moved, again = (
+                seeded(context.seed, context.loss_calls, model, b) for b in (sample, changed, sample)
+            )
+            for calls in zip(base, moved, again):
+                call = calls[0]
+                if call.target is None or call.target_from_model or count in call.output.shape[1:]:
+                    continue
+                kwargs = {**call.kwargs, "reduction": "none"}
+                rows = [getattr(F, call.function)(c.output, c.target, **kwargs) for c in calls]
+                if not _rows(count, *rows):
+                    continue
+                delta = [(r - rows[0]).abs().reshape(count, -1).sum(1) for r in rows[1:]]
+                shift = (delta[0] - delta[1]).clamp_min(0)
+                moved_rows = int((shift[1:] > rtol * shift[0]).sum()) if shift[0] > 0 else 0  # sync: once
+                if moved_rows >= 0.75 * (count - 1):  # mixup moves one partner; batch statistics all
+                    return {"function": call.function, "rows_moved": moved_rows}
+    finally:
+        for norm in norms:
+            norm.train()
     return None
 
 
