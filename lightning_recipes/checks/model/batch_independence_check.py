@@ -208,8 +208,8 @@ def _losses_mix(
                     continue
                 kwargs = {**call.kwargs, "reduction": "none"}
                 rows = [getattr(F, call.function)(c.output, c.target, **kwargs) for c in calls]
-                if not _rows(count, *rows):
-                    continue
+                if not _rows(count, *rows) or rows[0].numel() > call.output.numel():
+                    continue  # (N, 1) broadcast against (N,) pairs rows: `loss`'s `rows` judges that
                 delta = [(r - rows[0]).abs().reshape(count, -1).sum(1) for r in rows[1:]]
                 shift = (delta[0] - delta[1]).clamp_min(0)
                 moved_rows = int((shift[1:] > rtol * shift[0]).sum()) if shift[0] > 0 else 0  # sync: once
