@@ -42,9 +42,10 @@ class IlluminantNet(_Adam):
         self.net = mlp(data.PIXELS * 3, 128, 64, 3)
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        logs = pixels.log()
-        logs = logs - logs.mean((1, 2), keepdim=True)
-        return self.net(logs.sort(1).values.flatten(1))
+        return self.net(self.normalise(pixels.log()).sort(1).values.flatten(1))
+
+    def normalise(self, logs: torch.Tensor) -> torch.Tensor:
+        return logs - logs.mean((1, 2), keepdim=True)
 
     def angular(self, predicted: torch.Tensor, illum: torch.Tensor) -> torch.Tensor:
         return 1 - F.cosine_similarity(predicted, illum, dim=1).mean()
@@ -64,6 +65,15 @@ class IlluminantNetCosineOverBatch(IlluminantNet):
 
     def angular(self, predicted: torch.Tensor, illum: torch.Tensor) -> torch.Tensor:
         return 1 - F.cosine_similarity(predicted, illum, dim=0).mean()
+
+
+class IlluminantNetPerChannelNorm(IlluminantNet):
+    """BUG: each scene is normalised per channel (its mean log value removed channel by channel, as images
+    are standardised per channel elsewhere): that mean is where the illuminant's colour lives, so every scene
+    reaches the network already 'white balanced' and the light's colour is gone from the input."""
+
+    def normalise(self, logs: torch.Tensor) -> torch.Tensor:
+        return logs - logs.mean(1, keepdim=True)
 
 
 # --- inverse kinematics of a two-link arm -------------------------------------------------------------------
@@ -171,6 +181,25 @@ class SoCNetCoulomb(SoCNet):
         drawn = data.PER_AMP_SECOND * window[..., :1].cumsum(1) * 10
         out, _ = self.gru(torch.cat([window, drawn], 2))
         return self.head(out[:, -1])
+
+
+class SoCNetDropout(SoCNet):
+    """The state-of-charge GRU with dropout (0.3) on the last step's output, active in training only."""
+
+    def forward(self, window: torch.Tensor) -> torch.Tensor:
+        out, _ = self.gru(window)
+        return self.head(self.drop(out[:, -1]))
+
+    def drop(self, h: torch.Tensor) -> torch.Tensor:
+        return F.dropout(h, 0.3, training=self.training)
+
+
+class SoCNetDropoutAlwaysOn(SoCNetDropout):
+    """BUG: the functional dropout is called without ``training=self.training`` (its default is True): it
+    stays on in eval mode, and every served state of charge is read through a random mask."""
+
+    def drop(self, h: torch.Tensor) -> torch.Tensor:
+        return F.dropout(h, 0.3)
 
 
 # --- league match outcomes ----------------------------------------------------------------------------------

@@ -58,6 +58,8 @@ TASK_LOSS = "the loss scores the target the task declares"
 SHAPES = "tensors are laid out as the layers and losses read them"
 SCHEDULE = "the loop's state machines (schedulers, accumulation, optimisation steps) advance as declared"
 CONVENTION = "training labels follow the convention the served model is read with"
+DEPENDS = "the output depends on what the task says it depends on"
+MODES = "the served model runs in the mode it is served in (dropout off, statistics frozen)"
 SERVED = "the served prediction undoes every transform the training target went through"
 
 
@@ -82,6 +84,16 @@ BUGS: list[SealedCase] = [
         "each channel across the batch instead of each scene's RGB vector, so the balance between the "
         "channels, which is the illuminant's colour, is not learned.",
         TASK_LOSS,
+    ),
+    SealedCase(
+        "illuminant_per_channel_normalised",
+        "colour constancy (input normalisation)",
+        m.IlluminantNetPerChannelNorm,
+        scene_data,
+        "Each scene's log pixels are normalised per channel (the channel's mean removed) instead of by the "
+        "scene's overall brightness: the channel means carry the illuminant's colour, so the network only "
+        "sees the surfaces' spread and guesses the light from it.",
+        DEPENDS,
     ),
     SealedCase(
         "arm_ik_cos_sin_swapped",
@@ -111,6 +123,16 @@ BUGS: list[SealedCase] = [
         "recurs across the windows of a batch instead of along each window's steps, and each estimate rests "
         "on the window's last noisy reading and its neighbours' in the batch.",
         SHAPES,
+    ),
+    SealedCase(
+        "battery_dropout_on_when_served",
+        "battery state of charge (a GRU with dropout)",
+        m.SoCNetDropoutAlwaysOn,
+        battery_data,
+        "The dropout on the GRU's output is the functional F.dropout(h, 0.3) without training=self.training: "
+        "it is still on in eval mode, so every served (and validated) estimate is made through a random "
+        "mask.",
+        MODES,
     ),
     SealedCase(
         "match_swap_keeps_goal_difference",
@@ -187,9 +209,22 @@ HEALTHY: list[SealedCase] = [
             arm_data,
         ),
         (
+            "battery_gru_batch_first",
+            "battery state of charge (a batch-first GRU read at the window's last step; a noisy voltage)",
+            m.SoCNet,
+            battery_data,
+        ),
+        (
             "battery_gru_coulomb_feature",
             "battery state of charge (a GRU with a weightless running-sum input: the charge drawn)",
             m.SoCNetCoulomb,
+            battery_data,
+        ),
+        (
+            "battery_gru_dropout",
+            "battery state of charge (dropout on the GRU's output in training only; outputs differ between "
+            "two training-mode calls)",
+            m.SoCNetDropout,
             battery_data,
         ),
         (

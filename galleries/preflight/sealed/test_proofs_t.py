@@ -69,14 +69,16 @@ SCENE, ARM = (m.IlluminantNet, gallery.scene_data), (m.ArmIK, gallery.arm_data)
 MANUAL, BATTERY = (m.ArmIKManual, gallery.arm_data), (m.SoCNet, gallery.battery_data)
 SWAP = (m.MatchNet, lambda: gallery.match_data(d.swap_sides))
 SCALED, RADIO = (m.MatchNetScaled, gallery.match_data), (m.ModulationNet, gallery.radio_data)
-SENSOR = (m.Calibrator, gallery.sensor_data)
+SENSOR, DROPOUT = (m.Calibrator, gallery.sensor_data), (m.SoCNetDropout, gallery.battery_data)
 
 PROOFS = {
     "illuminant_colour_jitter_keeps_label": Proof(SCENE, illuminant_degrees, 1.0, 6),
     "illuminant_cosine_over_batch": Proof(SCENE, illuminant_degrees, 1.0, 6),
+    "illuminant_per_channel_normalised": Proof(SCENE, illuminant_degrees, 1.0, 6),
     "arm_ik_cos_sin_swapped": Proof(ARM, reach_error, 0.3, 6),
     "arm_ik_manual_scheduler_per_batch": Proof(MANUAL, reach_error, 0.05, 6),
     "battery_gru_not_batch_first": Proof(BATTERY, soc_rmse, 0.005, 6),
+    "battery_dropout_on_when_served": Proof(DROPOUT, soc_rmse, 0.005, 6),
     "match_swap_keeps_goal_difference": Proof(SWAP, match_mse, 0.1, 6),
     "match_unscaled_without_mean": Proof(SCALED, match_mse, 0.1, 6),
     "radio_nll_loss_on_logits": Proof(RADIO, radio_error, 0.05, 6),
@@ -86,7 +88,7 @@ PROOFS = {
 
 
 def test_every_bug_has_a_proof() -> None:
-    sealed.check_gallery(gallery, PROOFS, bugs=10, healthy=5)
+    sealed.check_gallery(gallery, PROOFS, bugs=12, healthy=10)
 
 
 @pytest.mark.parametrize("case_id", list(PROOFS))
