@@ -72,7 +72,7 @@ BUGS: list[SealedCase] = [
         partial(scene_data, d.colour_cast),
         "A per-channel colour jitter from a classifier's recipe is applied to the scenes, but the illuminant "
         "label is left as it was: a cast scene is labelled with light it was not taken under, and the served "
-        "estimate is biased towards grey.",
+        "estimate is pulled towards the average light.",
         PAIRED,
     ),
     SealedCase(
