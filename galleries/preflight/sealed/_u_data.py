@@ -22,14 +22,16 @@ WAVELENGTHS = 100
 _CENTRES, _WIDTHS = torch.tensor([30.0, 42.0, 70.0]), torch.tensor([7.0, 9.0, 12.0])
 
 
-def spectra(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``n`` absorbance spectra over 100 wavelengths of a mixture of three components (overlapping Gaussian
-    bands, contents 0..1 each) seen through a random multiplicative scatter (x0.5..1.5), a baseline offset
-    and tilt and noise; and the content of component 0 (``(n, 1)``)."""
+def spectra(n: int, seed: int, scans: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` samples' absorbance spectra over 100 wavelengths (``scans`` consecutive rows per sample, the
+    cuvette repacked for each scan: ``n * scans`` rows) of a mixture of three components (overlapping
+    Gaussian bands, contents 0..1 each) seen through a random multiplicative scatter (x0.5..1.5), a baseline
+    offset and tilt and noise; and the content of component 0 (``(n * scans, 1)``)."""
     g = _gen(seed)
     wl = torch.arange(WAVELENGTHS).float()
     bands = torch.exp(-((wl - _CENTRES[:, None]) ** 2) / (2 * _WIDTHS[:, None] ** 2))  # (3, W)
-    content = torch.rand(n, 3, generator=g)
+    content = torch.rand(n, 3, generator=g).repeat_interleave(scans, 0)
+    n = n * scans
     scatter = 0.5 + torch.rand(n, 1, generator=g)
     offset = 0.3 * torch.randn(n, 1, generator=g)
     tilt = 0.2 * torch.randn(n, 1, generator=g) * (wl / WAVELENGTHS)
@@ -126,6 +128,19 @@ def all_puzzles(part: str, arrange=shuffled) -> tuple[torch.Tensor, torch.Tensor
     labels = torch.arange(len(PERMUTATIONS)).repeat_interleave(len(x))
     puzzles = torch.stack([arrange(image, int(k)) for image, k in zip(x.repeat(24, 1, 1), labels)])
     return puzzles, labels, y.repeat(24)
+
+
+# --- digits shifted sideways -------------------------------------------------------------------------------
+def shift(images: torch.Tensor, dx: int) -> torch.Tensor:
+    """Images moved ``dx`` pixels right (left if negative), the uncovered column blank."""
+    out = torch.zeros_like(images)
+    if dx > 0:
+        out[..., dx:] = images[..., :-dx]
+    elif dx < 0:
+        out[..., :dx] = images[..., -dx:]
+    else:
+        out = images.clone()
+    return out
 
 
 # --- hourly bike rentals: Poisson counts from calendar codes and weather ------------------------------------

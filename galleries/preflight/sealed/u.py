@@ -11,9 +11,12 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+import torch
+
 from galleries.preflight.sealed import SealedCase
 from galleries.preflight.sealed import _u_data as d
 from galleries.preflight.sealed import _u_models as m
+from galleries.sealed import gen
 
 
 # --- data builders (each returns preflight's data keyword arguments) ----------------------------------------
@@ -22,6 +25,17 @@ def nir_data(augment=d.small_shift) -> dict[str, Any]:
     analyte's content."""
     train = d.Rows(*d.spectra(1500, 1), transform=augment)
     return d.loaders(train, d.Rows(*d.spectra(300, 2)), batch_size=64)
+
+
+def nir_replicate_data(by_sample: bool = True) -> dict[str, Any]:
+    """500 samples scanned three times each (1,500 spectra, shifted a little per read), split 400 / 100
+    samples with all their scans on one side; with ``by_sample=False``, the 1,500 scans split at random
+    1,200 / 300."""
+    x, content = d.spectra(500, 4, scans=3)
+    order = torch.arange(1500) if by_sample else torch.randperm(1500, generator=gen(5))
+    train, val = order[:1200], order[1200:]
+    train_rows = d.Rows(x[train], content[train], transform=d.small_shift)
+    return d.loaders(train_rows, d.Rows(x[val], content[val]), batch_size=64)
 
 
 def soc_data() -> dict[str, Any]:
@@ -66,6 +80,8 @@ DEPENDS = "the output depends on what the task says it depends on"
 SHAPES = "tensors are laid out as the layers and losses read them"
 SCHEDULE = "the loop's state machines (schedulers, accumulation, optimisation steps) advance as declared"
 CONVENTION = "training labels follow the convention the served model is read with"
+SPLIT = "validation holds no sample (or copy of one) that training holds"
+AVERAGED = "a served weight average follows the weights it averages"
 SERVED = "the served prediction is computed the way the model was trained to be read"
 
 
@@ -90,6 +106,16 @@ BUGS: list[SealedCase] = [
         "keeps its content: the analyte's band is moved onto an overlapping component's band and back, so "
         "band position, which tells the components apart, stops meaning anything.",
         PAIRED,
+    ),
+    SealedCase(
+        "nir_replicate_scans_split_apart",
+        "near-infrared spectroscopy calibration (replicate scans per sample)",
+        m.NIRNet,
+        partial(nir_replicate_data, False),
+        "Each sample was scanned three times and the scans were split at random for validation: most "
+        "validation spectra are a rescan of a training sample with the same content, and the validation "
+        "error understates the error on new samples.",
+        SPLIT,
     ),
     SealedCase(
         "soc_gru_time_major",
@@ -158,6 +184,15 @@ BUGS: list[SealedCase] = [
         TASK_LOSS,
     ),
     SealedCase(
+        "affect_ema_decay_from_long_recipe",
+        "valence-arousal regression (served through a weight average)",
+        m.AffectNetEMAFromLongRecipe,
+        affect_data,
+        "The weight average keeps the decay 0.9999 of a million-step recipe on a run of 250 steps: the "
+        "average stays 97% its random initialisation, and that is the model served and validated.",
+        AVERAGED,
+    ),
+    SealedCase(
         "affect_concordance_over_targets",
         "valence-arousal regression (a concordance-correlation loss)",
         m.AffectNetCCCOverTargets,
@@ -184,6 +219,13 @@ HEALTHY: list[SealedCase] = [
             "batches are blends)",
             m.NIRNetMixup,
             nir_data,
+        ),
+        (
+            "nir_replicate_scans_kept_together",
+            "near-infrared spectroscopy calibration (three scans per sample, split by sample: training "
+            "rows come in near-duplicate triples)",
+            m.NIRNet,
+            nir_replicate_data,
         ),
         (
             "soc_temperature_channel_unused",
@@ -223,6 +265,13 @@ HEALTHY: list[SealedCase] = [
             "valence-arousal regression (1 - the concordance correlation over the batch: about 1 at "
             "initialisation)",
             m.AffectNet,
+            affect_data,
+        ),
+        (
+            "affect_ema_served",
+            "valence-arousal regression (served and validated through a weight average, decay 0.98; the "
+            "averaged copy takes no gradient)",
+            m.AffectNetEMA,
             affect_data,
         ),
     )
