@@ -1,8 +1,8 @@
-"""Sealed gallery T's data (half ``u``): small seeded synthetic sets (near-infrared spectra of mixtures,
-battery cells under load, hourly bike rentals, a low-cost air-quality sensor beside a reference monitor,
-affect features with valence and arousal) and scikit-learn's digits (cut into jigsaw tiles, or whole).
-Every builder is deterministic (its own generator); random augmentation at read time draws from the global
-RNG."""
+"""Sealed gallery T's data (half ``u``): small seeded synthetic sets (near-infrared spectra of mixtures, one
+or three scans per sample, battery cells under load, hourly bike rentals, a low-cost air-quality sensor
+beside a reference monitor, affect features with valence and arousal) and scikit-learn's digits (cut into
+jigsaw tiles, or whole). Every builder is deterministic (its own generator); random augmentation at read
+time draws from the global RNG."""
 
 from __future__ import annotations
 
@@ -141,6 +141,11 @@ def shift(images: torch.Tensor, dx: int) -> torch.Tensor:
     else:
         out = images.clone()
     return out
+
+
+def random_shift(image: torch.Tensor, label: torch.Tensor):
+    """Training augmentation: a random shift of -1, 0 or 1 pixel sideways."""
+    return shift(image, int(torch.randint(-1, 2, ()))), label
 
 
 # --- hourly bike rentals: Poisson counts from calendar codes and weather ------------------------------------

@@ -220,11 +220,6 @@ class DigitTTAMirrored(DigitTTA):
         return [images, images.flip(-1)]
 
 
-def random_shift(image: torch.Tensor, label: torch.Tensor):
-    """Training augmentation: a random shift of -1, 0 or 1 pixel sideways."""
-    return data.shift(image, int(torch.randint(-1, 2, ()))), label
-
-
 # --- air-quality sensor calibration -------------------------------------------------------------------------
 class AirQNet(_Adam):
     """An MLP from (raw reading, humidity, temperature) to the reference PM2.5; squared error; an exponential
