@@ -224,7 +224,7 @@ HEALTHY: list[SealedCase] = [
         (
             "nir_replicate_scans_kept_together",
             "near-infrared spectroscopy calibration (three scans per sample, split by sample: training "
-            "rows come in near-duplicate triples)",
+            "rows come in triples with one content each)",
             m.NIRNet,
             nir_replicate_data,
         ),
