@@ -76,8 +76,7 @@ _LIBRARIES = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python")
 
 @contextmanager
 def perturbed(what: str) -> Iterator[None]:
-    """Run the user's code on an input the check changed; when it raises, the check abstains
-    (``inconclusive``).
+    """Run the user's code on an input the check changed; when it raises, the check is ``inconclusive``.
 
     Example:
         >>> from lightning_recipes.checks.report import CheckInconclusive

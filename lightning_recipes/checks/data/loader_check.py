@@ -31,9 +31,8 @@ MAX_EPOCH_INDICES = 200_000
 
 
 class LoaderCheck(SanityCheck):
-    """The training (and validation) loader yields batches and serves every class about as often as the
-    dataset holds it (the binomial test is in the guide). Cost: one epoch of sampler indices, at most
-    ``max_samples`` label reads.
+    """The loaders yield batches and serve every class about as often as the dataset holds it.
+    Cost: one epoch of sampler indices, at most ``max_samples`` label reads.
 
     Args:
         max_samples: Most ``dataset[i]`` reads for labels when the dataset has no cheaper label source.

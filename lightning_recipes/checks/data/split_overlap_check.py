@@ -31,9 +31,8 @@ _CHUNK = 256  # rows of the similarity matrix computed at once
 
 
 class SplitOverlapCheck(SanityCheck):
-    """Look for validation samples that are also in the training data: exact, near and repeated samples beyond
-    the training split's own rate (the guide has the rules); ``skip`` without a validation loader. Cost: the
-    batches read (shared), similarity matrices in chunks.
+    """Look for validation samples that are also in the training data (exact, near or repeated samples).
+    Cost: the batches read (shared), similarity matrices in chunks.
 
     Args:
         num_batches: Batches read from each loader.

@@ -32,10 +32,8 @@ _EPOCH_HOOKS = ("on_train_epoch_start", "on_train_epoch_end")  # a model with th
 
 
 class OptimizationCheck(SanityCheck):
-    """Everything used is supplied and every trained parameter is stepped: fit a copy with a real ``Trainer``
-    on one batch and check each ``optimizer.step()`` against the backward passes before it, under automatic
-    and manual optimisation (rules in the guide). Cost: one small fit of at most ``steps`` batches (shared
-    with ``validation_path``).
+    """Check each ``optimizer.step()`` of a real fit on one batch against the backward passes before it.
+    Cost: one small fit of at most ``steps`` batches (shared with ``validation_path``).
 
     Args:
         steps: Training batches of the trial fit at most.

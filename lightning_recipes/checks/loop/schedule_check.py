@@ -141,10 +141,8 @@ _FIXES = {
 
 
 class ScheduleCheck(SanityCheck):
-    """The loop's state machines advance as declared: step copies of the configured LR schedulers over the
-    planned run, as Lightning would, and check every param group's LR curve for a warm-up that never ends, an
-    early collapse, unbounded growth or a scheduler that raises (the guide has the rules). Cost: one
-    ``scheduler.step()`` per step of the run, at most :data:`MAX_SIMULATED`.
+    """Step copies of the LR schedulers over the planned run and check each group's LR curve (the guide has
+    the rules). Cost: one ``scheduler.step()`` per step of the run, at most :data:`MAX_SIMULATED`.
 
     Args:
         collapse: The LR is collapsed below this fraction of its base.
