@@ -80,8 +80,7 @@ def build_checks(checks: Sequence[str | SanityCheck] | str | SanityCheck | None)
             raise ValueError(f"`checks` entries must be {allowed}, got {item!r}.")
     built = [item if isinstance(item, SanityCheck) else CHECKS[item]() for item in checks]
     names = [c.name for c in built]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
+    if duplicates := sorted({n for n in names if names.count(n) > 1}):
         raise ValueError(f"`checks` names each check at most once, got {duplicates} more than once.")
     return built
 

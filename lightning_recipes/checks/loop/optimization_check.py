@@ -25,8 +25,7 @@ REL_TOL = 1e-3
 #: Share of the previous step's gradients still present at a step for "never cleared" (0 when cleared,
 #: 1 when never cleared; a clipped or re-scaled gradient gives <= 0).
 CARRIED = 0.5
-#: ``|g - c / k| / |c / k|`` at most, for a step over ``k >= 2`` backward passes that used only the last one's
-#: gradients (the trial repeats one batch, so each pass of a window contributes the same ``c / k``).
+#: ``|g - c / k| / |c / k|`` at most for a step over ``k >= 2`` passes that used only the last one's gradient.
 LAST_ONLY = 0.02
 _EPOCH_HOOKS = ("on_train_epoch_start", "on_train_epoch_end")  # a model with these gets a 3-epoch trial
 
