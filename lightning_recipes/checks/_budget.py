@@ -1,6 +1,4 @@
-"""A safety cap per check (:func:`time_budget`), reported as such when it stops a check. It counts the
-checking thread's CPU time, so other busy processes do not cut a check short; a wall-clock backstop at
-:data:`WALL_FACTOR` times the cap stops a check that waits instead of computing."""
+"""A safety cap per check (:func:`time_budget`) on the checking thread's CPU time (rules: the guide)."""
 
 from __future__ import annotations
 

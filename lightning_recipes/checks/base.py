@@ -76,8 +76,7 @@ _LIBRARIES = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python")
 
 @contextmanager
 def perturbed(what: str) -> Iterator[None]:
-    """Run the user's code on an input the check changed; when it raises, the check abstains
-    (``inconclusive``).
+    """Run the user's code on an input the check changed; when it raises, the check is ``inconclusive``.
 
     Example:
         >>> from lightning_recipes.checks.report import CheckInconclusive
@@ -113,8 +112,7 @@ class CheckOptions(TypedDict, total=False):
 class SanityCheck(Callback):
     """Base of every ``*Check``: assert one invariant of a model and its data, once, on copies.
 
-    Subclasses set ``name`` and implement :meth:`check`, returning a :class:`CheckResult` or raising
-    :class:`CheckSkipped`; it runs as a callback or in ``preflight(..., checks=)`` (see the guide).
+    Subclasses set ``name`` and implement :meth:`check`; it runs as a callback or in ``preflight(checks=)``.
 
     Args:
         on_fail: ``"raise"`` a :class:`PreflightError` or ``"warn"`` when a callback's check fails.

@@ -80,8 +80,7 @@ def build_checks(checks: Sequence[str | SanityCheck] | str | SanityCheck | None)
             raise ValueError(f"`checks` entries must be {allowed}, got {item!r}.")
     built = [item if isinstance(item, SanityCheck) else CHECKS[item]() for item in checks]
     names = [c.name for c in built]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
+    if duplicates := sorted({n for n in names if names.count(n) > 1}):
         raise ValueError(f"`checks` names each check at most once, got {duplicates} more than once.")
     return built
 
@@ -107,9 +106,8 @@ def preflight(
     max_epochs: int | None = None,
     max_steps: int | None = None,
 ) -> PreflightReport:
-    """Run the sanity checks on ``model`` with its data, before training, and return a
-    :class:`PreflightReport`. The checks run in the order of :data:`CHECKS` on copies; the stages and the
-    other keyword options are in ``docs/guides/preflight.md`` (*Options*).
+    """Run the sanity checks on ``model`` with its data, before training; return a :class:`PreflightReport`.
+    The other keyword options are in ``docs/guides/preflight.md`` (*Options*).
 
     Args:
         model: The ``LightningModule`` to check.
@@ -162,11 +160,8 @@ def run_preflight(
 class Preflight(Callback):
     """Run the preflight checks once, at ``on_train_start``, and stop (or warn) before a silently broken run.
 
-    Every rank runs them on copies with the Trainer's device, precision and loaders and "any failed" is
-    reduced; resumed runs and sharded strategies skip them. Logged (rank zero, step 0): each result's
-    ``measured`` value as ``preflight/<name>`` (``preflight/init_loss``, ``preflight/overfit_batch``,
-    ``preflight/input_independence``, ``preflight/batch_independence``, ...). The other keyword options are
-    the guide's *Options* table.
+    Resumed runs and sharded strategies skip them; each result's ``measured`` value is logged as
+    ``preflight/<name>`` (rank zero, step 0). The other keyword options are the guide's *Options* table.
 
     Args:
         checks: Names from :data:`CHECKS` and/or configured check objects; ``None`` = all.

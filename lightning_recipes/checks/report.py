@@ -39,8 +39,7 @@ class CheckSkipped(Exception):
 
 
 class CheckInconclusive(Exception):
-    """Raised inside a check that ran but cannot judge (the evidence is within its noise, or the user's code
-    raised on an input the check perturbed); the message says why. The result is ``inconclusive``."""
+    """Raised inside a check that ran but cannot judge (so ``inconclusive``); the message says why."""
 
 
 #: Where each check's long explanation lives: the preflight guide, one section per check (``#<name>``).
@@ -55,8 +54,7 @@ class CheckResult:
 
     Attributes:
         name: The check's short name (``"init_loss"``, ``"grad_flow"``, ...).
-        status: ``"pass"``, ``"warn"`` (suspicious), ``"fail"`` (a bug that makes training silently worse),
-            ``"inconclusive"`` (ran but cannot judge), ``"skip"`` (does not apply) or ``"error"`` (raised).
+        status: One of :data:`STATUSES` (the guide's *Verdicts* table says what each one means).
         summary: One sentence, with the numbers (built-in checks keep it to :data:`SUMMARY_LIMIT` characters).
         details: The evidence: JSON-serialisable fields (measured/expected values, noise, names).
         seconds: Wall time the check took.
@@ -142,9 +140,6 @@ class PreflightError(RuntimeError):
 class PreflightReport:
     """The results of a preflight run, in the order the checks ran; index by name, print, ``to_dict()``.
 
-    ``ok``: no fail, no error, and at least one verdict (:attr:`not_ok_reason` says why not); warnings,
-    ``inconclusive`` and ``skip`` alone do not fail a report.
-
     Args:
         results: One :class:`CheckResult` per check.
         seconds: Wall time of the whole run.
@@ -178,10 +173,9 @@ class PreflightReport:
             >>> PreflightReport([CheckResult("data", "skip", "no loader")]).not_ok_reason
             'no check could judge the model (1 skip): nothing was verified'
         """
-        if self.failures:
-            return f"{len(self.failures)} check(s) failed: {', '.join(r.name for r in self.failures)}"
-        if self.errors:
-            return f"{len(self.errors)} check(s) raised an error: {', '.join(r.name for r in self.errors)}"
+        for listed, what in ((self.failures, "failed"), (self.errors, "raised an error")):
+            if listed:
+                return f"{len(listed)} check(s) {what}: {', '.join(r.name for r in listed)}"
         if not any(r.judged for r in self.results):
             counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n)
             return f"no check could judge the model ({counts or 'no checks'}): nothing was verified"
@@ -207,9 +201,8 @@ class PreflightReport:
     def __getitem__(self, name: str | int) -> CheckResult:
         if isinstance(name, int):
             return self.results[name]
-        for result in self.results:
-            if result.name == name:
-                return result
+        if name in self:
+            return next(r for r in self.results if r.name == name)
         raise KeyError(f"no check named {name!r} in this report; it has {[r.name for r in self.results]}.")
 
     def __contains__(self, name: object) -> bool:
@@ -244,14 +237,12 @@ class PreflightReport:
 
     def raise_for_failures(self) -> None:
         """Raise :class:`PreflightError` unless :attr:`ok`: the failed and errored checks, else the reason."""
-        reason = self.not_ok_reason
-        if reason is not None:
+        if (reason := self.not_ok_reason) is not None:
             listed = self.failures + self.errors
             raise PreflightError(listed, "" if listed else f"the preflight is not ok: {reason}.")
 
     def render(self, verbose: bool = False, width: int | None = None) -> str:
-        """The report as plain text ``width`` columns wide: one line per check (the whole message for warn,
-        fail, error, inconclusive); ``verbose=True``: every message and time.
+        """The report as plain text ``width`` columns wide: one line per check (``verbose``: every message).
 
         Example:
             >>> passed = CheckResult("init_loss", "pass", "loss 2.30 = ln 10. As expected at init.")
@@ -359,9 +350,8 @@ class _Lines:
 
 def _table(report: Any) -> Any:
     table = new_table(title(report), show_lines=True, expand=False)
-    table.add_column("check", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("time", justify="right", no_wrap=True)
+    for column, justify in (("check", "left"), ("status", "left"), ("time", "right")):
+        table.add_column(column, justify=justify, no_wrap=True)
     table.add_column("message", overflow="fold")
     for result in report.results:
         table.add_row(result.name, _status(result), f"{result.seconds:.1f}s", escape(result.message))

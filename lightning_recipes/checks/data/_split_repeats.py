@@ -158,8 +158,7 @@ def repeats_of(
         return None
     keyed = repeat_features(torch.stack([train[i] for i in keys]))
     queried = repeat_features(torch.stack([val[i] for i in queries]))
-    found = repeat_test(keyed, queried)
-    if found is None:
+    if (found := repeat_test(keyed, queried)) is None:
         return None
     examples = tuple((queries[v], keys[t]) for v, t in found.examples)  # indices among the samples read
     # training's own rate, like for like: half of it, and validation, against the other half

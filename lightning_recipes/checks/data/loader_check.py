@@ -31,9 +31,8 @@ MAX_EPOCH_INDICES = 200_000
 
 
 class LoaderCheck(SanityCheck):
-    """The training (and validation) loader yields batches and serves every class about as often as the
-    dataset holds it (the binomial test is in the guide). Cost: one epoch of sampler indices, at most
-    ``max_samples`` label reads.
+    """The loaders yield batches and serve every class about as often as the dataset holds it.
+    Cost: one epoch of sampler indices, at most ``max_samples`` label reads.
 
     Args:
         max_samples: Most ``dataset[i]`` reads for labels when the dataset has no cheaper label source.
@@ -101,8 +100,7 @@ class LoaderCheck(SanityCheck):
         if not served.complete and is_shuffled(train) is not True:
             details["not_checked"] = f"the served label distribution (a fixed order of > {MAX_EPOCH_INDICES})"
             return self.verdict("pass", f"the training loader yields {batches}", details)
-        comparison = self._compare(context, train, served.indices)
-        if comparison is None:
+        if (comparison := self._compare(context, train, served.indices)) is None:
             raise CheckSkipped(f"{batches}; targets not one integer label per sample (else `target_key=`)")
         result = self._verdict(comparison, batches, details)
         later = _later_epoch(context, train) if result.status in ("fail", "warn") else None
@@ -123,8 +121,7 @@ class LoaderCheck(SanityCheck):
         dataset = loader.dataset
         size = len(dataset)  # type: ignore[arg-type]
         if _cheap_labels(dataset):  # every label, read without loading a sample
-            labels = dataset_labels(dataset, range(size), context.keys()[1])
-            if labels is None:
+            if (labels := dataset_labels(dataset, range(size), context.keys()[1])) is None:
                 return None
             served_labels = labels[torch.as_tensor(served, dtype=torch.long)]
             return compare_shares(labels, served_labels, reference_is_sample=False)
@@ -134,8 +131,7 @@ class LoaderCheck(SanityCheck):
         step = max(1, len(served) // half)
         part = served[::step][:half]  # evenly spaced through the epoch: representative for any order
         needed = sorted(set(reference) | set(part))
-        labels = dataset_labels(dataset, needed, context.keys()[1])
-        if labels is None:
+        if (labels := dataset_labels(dataset, needed, context.keys()[1])) is None:
             return None
         at = dict(zip(needed, labels.tolist(), strict=True))
         reference_labels, part_labels = (torch.tensor([at[i] for i in ids]) for ids in (reference, part))
@@ -187,9 +183,8 @@ class LoaderCheck(SanityCheck):
 def _later_epoch(context: CheckContext, loader: DataLoader[Any]) -> tuple[int, DataLoader[Any]] | None:
     """``loader`` with its sampler copied at the last epoch (10 if unknown); ``None``: no ``set_epoch``."""
     sampler = loader.sampler
-    if not callable(getattr(sampler, "set_epoch", None)) or isinstance(sampler, DistributedSampler):
-        return None
-    if loader.batch_size is None or not isinstance(loader.batch_sampler, BatchSampler):
+    by_epoch = callable(getattr(sampler, "set_epoch", None)) and not isinstance(sampler, DistributedSampler)
+    if not by_epoch or loader.batch_size is None or not isinstance(loader.batch_sampler, BatchSampler):
         return None
     planned = context.run_length.max_epochs
     epoch = planned - 1 if planned is not None and planned > 1 else 10

@@ -31,9 +31,8 @@ _CHUNK = 256  # rows of the similarity matrix computed at once
 
 
 class SplitOverlapCheck(SanityCheck):
-    """Look for validation samples that are also in the training data: exact, near and repeated samples beyond
-    the training split's own rate (the guide has the rules); ``skip`` without a validation loader. Cost: the
-    batches read (shared), similarity matrices in chunks.
+    """Look for validation samples that are also in the training data (exact, near or repeated samples).
+    Cost: the batches read (shared), similarity matrices in chunks.
 
     Args:
         num_batches: Batches read from each loader.
@@ -43,8 +42,7 @@ class SplitOverlapCheck(SanityCheck):
         fail_fraction: Estimated overlap from which it fails.
 
     Raises:
-        ValueError: If ``num_batches < 1``, a similarity or fraction is not in (0, 1], or
-            ``warn_fraction > fail_fraction``.
+        ValueError: If ``num_batches < 1``, a similarity or fraction is outside (0, 1] or warn > fail.
 
     Example:
         >>> import torch
@@ -237,8 +235,7 @@ class SplitOverlapCheck(SanityCheck):
             return self.verdict("fail", summary, details, action="Split the data once (random_split).")
         if not (isinstance(t, Subset) and isinstance(v, Subset) and t.dataset is v.dataset):
             return None
-        shared = set(map(int, t.indices)) & set(map(int, v.indices))
-        if not shared:
+        if not (shared := set(map(int, t.indices)) & set(map(int, v.indices))):
             return None
         fraction = len(shared) / max(1, len(v.indices))
         summary = f"Subsets of one dataset share {len(shared)} indices ({fraction:.1%} of validation)"
@@ -248,8 +245,7 @@ class SplitOverlapCheck(SanityCheck):
 
 
 def _excess(matches: int, chance_rate: float, queries: int, searched: int) -> float:
-    """Matches beyond chance, or 0 within ``Z`` binomial standard errors (of the chance rate measured on
-    ``searched`` training samples too)."""
+    """Matches beyond chance, or 0 within ``Z`` binomial standard errors (the chance rate's error too)."""
     excess = max(0.0, matches - chance_rate * queries)
     noise = (chance_rate * (1 - chance_rate) * queries * (1 + queries / max(1, searched))) ** 0.5
     return excess if excess > Z * noise else 0.0

@@ -25,17 +25,14 @@ REL_TOL = 1e-3
 #: Share of the previous step's gradients still present at a step for "never cleared" (0 when cleared,
 #: 1 when never cleared; a clipped or re-scaled gradient gives <= 0).
 CARRIED = 0.5
-#: ``|g - c / k| / |c / k|`` at most, for a step over ``k >= 2`` backward passes that used only the last one's
-#: gradients (the trial repeats one batch, so each pass of a window contributes the same ``c / k``).
+#: ``|g - c / k| / |c / k|`` at most for a step over ``k >= 2`` passes that used only the last one's gradient.
 LAST_ONLY = 0.02
 _EPOCH_HOOKS = ("on_train_epoch_start", "on_train_epoch_end")  # a model with these gets a 3-epoch trial
 
 
 class OptimizationCheck(SanityCheck):
-    """Everything used is supplied and every trained parameter is stepped: fit a copy with a real ``Trainer``
-    on one batch and check each ``optimizer.step()`` against the backward passes before it, under automatic
-    and manual optimisation (rules in the guide). Cost: one small fit of at most ``steps`` batches (shared
-    with ``validation_path``).
+    """Check each ``optimizer.step()`` of a real fit on one batch against the backward passes before it.
+    Cost: one small fit of at most ``steps`` batches (shared with ``validation_path``).
 
     Args:
         steps: Training batches of the trial fit at most.

@@ -31,8 +31,7 @@ MAX_SIMULATED = 200_000
 #: The trial fit the schedule is observed in: ``OptimizationCheck``'s default, so the fit is shared.
 TRIAL_STEPS, TRIAL_SAMPLES = 30, 64
 _TRIAL = RunLength(TRIAL_STEPS, TRIAL_STEPS, 1, 1, TRIAL_STEPS, "the trial fit")
-#: Optimizer steps a copy takes on one batch at most (it stops once its loss fell by ``PLATEAU_MOVE``) to
-#: show which way a plateau scheduler's monitored value improves; the relative change that is a direction.
+#: A copy's optimizer steps on one batch at most, and the relative change that is a direction (the guide).
 PLATEAU_STEPS, PLATEAU_MOVE = 100, 0.2
 
 
@@ -52,10 +51,9 @@ def lr_curves(
 ) -> LRCurves:
     """Each group's LR before each of ``total`` optimizer steps, stepped as Lightning does, to any error."""
     optimizers = list({id(c.optimizer): c.optimizer for c in configs if c.optimizer is not None}.values())
-    groups = [group for optimizer in optimizers for group in optimizer.param_groups]
-    labels = [
-        f"optimizer {i} group {g}" for i, o in enumerate(optimizers) for g in range(len(o.param_groups))
-    ]
+    indexed = [(i, g, group) for i, o in enumerate(optimizers) for g, group in enumerate(o.param_groups)]
+    groups = [group for *_, group in indexed]
+    labels = [f"optimizer {i} group {g}" for i, g, _ in indexed]
     bases = [float(group.get("initial_lr", group["lr"])) for group in groups]
     per_epoch = max(1, -(-batches_per_epoch // accumulate)) if batches_per_epoch else total
     step_configs = [c for c in configs if c.interval == "step"]
@@ -141,10 +139,8 @@ _FIXES = {
 
 
 class ScheduleCheck(SanityCheck):
-    """The loop's state machines advance as declared: step copies of the configured LR schedulers over the
-    planned run, as Lightning would, and check every param group's LR curve for a warm-up that never ends, an
-    early collapse, unbounded growth or a scheduler that raises (the guide has the rules). Cost: one
-    ``scheduler.step()`` per step of the run, at most :data:`MAX_SIMULATED`.
+    """Step copies of the LR schedulers over the planned run and check each group's LR curve (the guide has
+    the rules). Cost: one ``scheduler.step()`` per step of the run, at most :data:`MAX_SIMULATED`.
 
     Args:
         collapse: The LR is collapsed below this fraction of its base.
@@ -179,9 +175,8 @@ class ScheduleCheck(SanityCheck):
         **options: Unpack[CheckOptions],
     ) -> None:
         super().__init__(**options)
-        check_positive("collapse", collapse)
-        check_positive("low", low)
-        check_positive("growth", growth)
+        for name, value in (("collapse", collapse), ("low", low), ("growth", growth)):
+            check_positive(name, value)
         if collapse > low:
             raise ValueError(f"`collapse` must be <= `low` ({low!r}), got {collapse!r}.")
         if growth <= 1:
@@ -396,8 +391,7 @@ def _trial_lrs(context: CheckContext, automatic: bool) -> tuple[list[float], lis
         return fit
     if fit.automatic != automatic or len(fit.optimizers) != 1 or not fit.steps:
         return "not one optimizer stepping under automatic optimisation"
-    configs = _built_for(context, _TRIAL)
-    if not configs:
+    if not (configs := _built_for(context, _TRIAL)):
         return "the trial's schedulers could not be rebuilt"
     declared = lr_curves(configs, len(fit.steps), TRIAL_STEPS).values.amax(dim=1).tolist()
     return [step.lr for step in fit.steps][: len(declared)], declared
@@ -409,8 +403,7 @@ def _same(a: float, b: float) -> bool:
 
 def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
     """The trial's LRs against the declared ones: the first step where they differ, if any."""
-    trial = _trial_lrs(context, automatic=True)
-    if isinstance(trial, str):
+    if isinstance(trial := _trial_lrs(context, automatic=True), str):
         return {"observed": False, "why": trial}
     seen, declared = trial
     pairs = enumerate(zip(seen, declared))
@@ -420,8 +413,7 @@ def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
 
 def _never_stepped_by_hand(context: CheckContext) -> dict[str, Any] | None:
     """Manual optimisation: the trial's LR never moved though the declared schedule moves it."""
-    trial = _trial_lrs(context, automatic=False)
-    if isinstance(trial, str):
+    if isinstance(trial := _trial_lrs(context, automatic=False), str):
         return None
     seen, declared = trial
     first = declared[0]
@@ -445,8 +437,7 @@ def _monitors(config: Any, monitor: Any = None) -> list[tuple[ReduceLROnPlateau,
 
 def plateau_directions(context: CheckContext, config: Any) -> list[dict[str, Any]]:
     """Per ``ReduceLROnPlateau``: its monitor before and after a copy learns, and whether it ``agrees``."""
-    monitors = _monitors(config)
-    if not monitors:
+    if not (monitors := _monitors(config)):
         return []
     model = context.copy_model()
     optimizers = context.build_optimizers(model).optimizers
@@ -532,8 +523,7 @@ def _collapses_at_any_length(
     configs: list[SchedulerConfig], run: RunLength, collapse: float, low: float
 ) -> dict[str, Any] | None:
     """Run length unknown: an LR at 0 all of epoch 0, or collapsed in epoch 0 for 2 and ``horizon`` epochs."""
-    per_epoch = run.steps_per_epoch
-    if not per_epoch:
+    if not (per_epoch := run.steps_per_epoch):
         return None
     shortest, horizon = 2 * per_epoch, max(2 * per_epoch, min(20 * per_epoch, 20_000))
     curves = lr_curves(configs, horizon, run.batches_per_epoch, run.accumulate_grad_batches)

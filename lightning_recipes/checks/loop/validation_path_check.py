@@ -33,9 +33,8 @@ INPUT_FAIL = 0.1
 
 
 class ValidationPathCheck(SanityCheck):
-    """What validation reports is what the model does: after a trial fit has fitted one batch,
-    ``validation_step`` on that batch (eval mode, Lightning's validation loop) must see the fit too (the guide
-    has the rule). Cost: one small fit with two validation passes (shared with ``optimization``).
+    """After a trial fit of one batch, ``validation_step`` on that batch must see the fit too.
+    Cost: one small fit with two validation passes (shared with ``optimization``).
 
     Args:
         min_share: Share of the training loss's fall that the validation loss must fall, in (0, 1).

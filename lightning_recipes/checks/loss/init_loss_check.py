@@ -27,9 +27,8 @@ __all__ = ["InitLossCheck"]
 
 
 class InitLossCheck(SanityCheck):
-    """Compare the loss at initialisation with what an untrained model should score, where that is known (one
-    ``torch.nn.functional`` loss on batch targets: ``ln C``, ``ln 2`` per output, the prior's entropy; else
-    ``skip``). Logged as ``preflight/init_loss``. Cost: ``num_batches`` forwards on a copy, no gradients.
+    """Compare the loss at initialisation with what an untrained model should score, where that is known.
+    Logged as ``preflight/init_loss``. Cost: ``num_batches`` forwards on a copy, no gradients.
 
     Args:
         expected_loss: The expected initial loss; overrides inference.

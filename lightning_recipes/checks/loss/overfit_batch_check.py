@@ -34,9 +34,7 @@ _ACTION = "Check the learning rate (too high diverges, too low crawls) and param
 
 
 class OverfitBatchCheck(SanityCheck):
-    """Train a copy on one small batch through the user's own loop (a real ``Trainer``) for at most
-    ``max_steps`` steps: the loss must fall ``1 - target_ratio`` of its way to its floor where that is known
-    (:func:`known_floor`), else of its magnitude; a loss that did not fall fails (the guide has the verdicts).
+    """Train a copy on one small batch with a real ``Trainer``: the loss must fall toward its floor.
     Logged as ``preflight/overfit_batch`` (best / initial loss). Cost: up to ``max_steps`` steps.
 
     Args:
