@@ -97,6 +97,9 @@ RECIPES = {
     "steplr_meant_per_epoch_per_step": lambda m, o: _per_step(
         o, schedulers.StepLR(o, step_size=3, gamma=0.1)
     ),
+    "steplr_2_meant_per_epoch_per_step": lambda m, o: _per_step(
+        o, schedulers.StepLR(o, step_size=2, gamma=0.1)
+    ),
     "warmup_steps_per_epoch": lambda m, o: (  # 500 warm-up steps, registered per epoch (the default)
         [o],
         [schedulers.LambdaLR(o, lambda s: min(1.0, (s + 1) / 500))],
@@ -260,6 +263,14 @@ def test_unknown_length_warns_on_a_collapse_in_epoch_0_that_holds_for_any_run_of
     assert result.details["horizon_epochs"] == 20
     assert schedule("exponential_per_epoch").status == "inconclusive"
     assert schedule("exponential_meant_per_epoch_per_step", max_epochs=3).status == "fail"
+
+
+def test_unknown_length_warns_on_a_collapse_in_epoch_1_that_holds_for_any_run_of_3_to_20_epochs():
+    """Sealed T's StepLR meant per epoch, stepped per step: below 0.001 x base in epoch 1, not epoch 0."""
+    result = schedule("steplr_2_meant_per_epoch_per_step")
+    assert result.status == "warn", result.message
+    assert result.details["collapse_step"] == LOADER_BATCHES and "(epoch 1)" in result.summary
+    assert "runs of 3 to 20 epochs" in result.summary and len(result.summary) <= 120
 
 
 def test_unknown_length_warns_on_an_lr_of_0_through_all_of_epoch_0():

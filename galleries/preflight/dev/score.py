@@ -10,8 +10,9 @@ Run from the repository root::
 ``--gallery sealed-c`` sealed gallery C, ``--gallery sealed-d`` sealed gallery D, ``--gallery sealed-e``
 sealed gallery E, ``--gallery sealed-f`` sealed gallery F, ``sealed-g`` G, ``sealed-hi`` H (written in two
 halves, ``h.py`` and ``i.py``), ``sealed-jk`` J (``j.py`` and ``k.py``), ``sealed-lm`` L (``l.py`` and
-``m.py``), ``sealed-no`` N (``n.py`` and ``o.py``), ``sealed-pq`` P (``p.py`` and ``q.py``) and ``sealed-rs``
-R (``r.py`` and ``s.py``): each once, at the end of the work it judges (issue #34).
+``m.py``), ``sealed-no`` N (``n.py`` and ``o.py``), ``sealed-pq`` P (``p.py`` and ``q.py``), ``sealed-rs``
+R (``r.py`` and ``s.py``) and ``sealed-tu`` T (``t.py`` and ``u.py``): each once, at the end of the work it
+judges (issue #34).
 
 A bug is caught when some check says ``fail`` or ``warn``; ``inconclusive``, ``skip`` and ``error`` do not
 catch it (a miss). A healthy case raises a false alarm when some check says ``fail`` or ``error``; its
@@ -80,6 +81,7 @@ GALLERIES = (
     "sealed-no",
     "sealed-pq",
     "sealed-rs",
+    "sealed-tu",
 )
 
 

@@ -522,10 +522,11 @@ def _described(config: SchedulerConfig) -> str:
 def _collapses_at_any_length(
     configs: list[SchedulerConfig], run: RunLength, collapse: float, low: float
 ) -> dict[str, Any] | None:
-    """Run length unknown: an LR at 0 all of epoch 0, or collapsed in epoch 0 for 2 and ``horizon`` epochs."""
+    """Run length unknown: an LR at 0 all of epoch 0, or collapsed in epoch ``e`` (0 or 1) for runs of
+    ``e + 2`` and ``horizon`` epochs."""
     if not (per_epoch := run.steps_per_epoch):
         return None
-    shortest, horizon = 2 * per_epoch, max(2 * per_epoch, min(20 * per_epoch, 20_000))
+    horizon = max(3 * per_epoch, min(20 * per_epoch, 20_000))
     curves = lr_curves(configs, horizon, run.batches_per_epoch, run.accumulate_grad_batches)
     if curves.error or len(curves.values) < horizon:
         return None
@@ -536,14 +537,16 @@ def _collapses_at_any_length(
             summary = f"of {label} is 0 through all of epoch 0 ({per_epoch} steps)"
             idle = {"rule": "idle_first_epoch", "group": label, "steps": per_epoch}
             return {**idle, "summary": summary, "action": _IDLE}
-        found = [judge_curve(curve[:n], base, n, **rules) for n in (shortest, horizon)]
         below = torch.nonzero(curve < collapse * base).flatten()
-        if all(f is not None and f.rule == "collapse" for f in found) and len(below) and below[0] < per_epoch:
-            measured = f"falls below {collapse:g} x base at step {int(below[0])} of epoch 0"
+        epoch = int(below[0]) // per_epoch if len(below) else 2
+        shortest = (epoch + 2) * per_epoch  # a run that ends before the collapse is not judged
+        found = [judge_curve(curve[:n], base, n, **rules) for n in (shortest, horizon)]
+        if all(f is not None and f.rule == "collapse" for f in found) and epoch < 2:
+            measured = f"falls below {collapse:g} x base at step {int(below[0])} (epoch {epoch})"
             return {
                 "group": label,
                 "measured": measured,
-                "summary": f"{measured} and stays there for any run of 2 to {horizon // per_epoch} epochs",
+                "summary": f"{measured}, stays there in runs of {epoch + 2} to {horizon // per_epoch} epochs",
                 "action": f"{_FIXES['collapse']} {_ASK_LENGTH}",
                 "collapse_step": int(below[0]),
                 "steps_per_epoch": per_epoch,
