@@ -130,7 +130,11 @@ def relations(train: Split, val: Split, classes: int, aligned: bool) -> list[Rel
         ordered = neighbours_alike(features(xf))
         held = torch.arange(len(yf)) >= (len(yf) + 1) // 2 if ordered else torch.arange(len(yf)) % 2 == 1
         if aligned:
-            found += _per_position(xf, yf, xo, yo, classes, fitted, held)
+            pairs = _per_position(xf, yf, xo, yo, classes, fitted, held)
+            if pairs and fitted == "val" and xf.is_floating_point():  # training may augment (brightness): a
+                # rule fitted on validation is judged also up to each sample's scale, by the weaker of the two
+                pairs += _per_position(_unit(xf), yf, _unit(xo), yo, classes, fitted, held)
+            found += [min(pairs, key=lambda r: r.z)] if pairs else []
             continue
         a, b = features(xf), features(xo)  # scaled by the fitted split's spread (fitted on val: both splits')
         mean, std = a.mean(0), (torch.cat([a, b]) if fitted == "val" else a).std(0).clamp_min(1e-6)
@@ -221,6 +225,11 @@ def _per_position(
     cross = per_sample(lookup_scores(xa, ya, xc, yc, classes)[0], sc)
     noise = math.sqrt(_mean_variance(own) + _mean_variance(cross) + 1e-12)
     return [Relation("per position", fitted, float(own.mean()), float(cross.mean()), noise, Z_FLOOR)]
+
+
+def _unit(x: Tensor) -> Tensor:
+    """Each sample divided by its mean absolute value."""
+    return x / x.abs().reshape(len(x), -1).mean(1).clamp_min(1e-12).reshape(-1, *[1] * (x.ndim - 1))
 
 
 def _mean_variance(scores: Tensor) -> float:  # widened for dependent rows
