@@ -160,6 +160,12 @@ class Evidence:
         return weighted_median(list(moved.values()), [float(self.data.group_numel.get(g, 1)) for g in moved])
 
     @property
+    def tables_only(self) -> bool:
+        """Every group that moved is an embedding table: healthy tables' update ratios and growth run high
+        (rows move only when their ids come up; tables often start near 0): a high one is no LR evidence."""
+        return bool(self.data.sparse_groups) and not self.ratios.moved
+
+    @property
     def ratio(self) -> float:
         """The run's update ratio (``ratios.median``)."""
         return self.ratios.median

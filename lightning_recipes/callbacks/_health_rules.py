@@ -12,6 +12,7 @@ from lightning_recipes._stats import difference_noise, significantly_above, vali
 from lightning_recipes.callbacks._health_causes import dead_unit_causes, outliers_since, ranked, weighed
 from lightning_recipes.callbacks._health_evidence import Evidence, evidence_of, streak
 from lightning_recipes.callbacks._health_rules_layers import (
+    THROWN,
     _shrinks_before_blocked,
     data_stall,
     dead_units,
@@ -142,9 +143,18 @@ def lr_too_high(e: Evidence) -> Decision | None:
     """
     data, history, t, ratio = e.data, e.history, e.t, e.ratio
     rise = _rise(e)
-    if not ratio > t["ratio_high"]:
-        return None
-    k = int(t["plateau_checks"])
+    k, moved = int(t["plateau_checks"]), e.ratios.moved
+    top = max(moved, key=lambda g: moved[g]) if moved else ""
+    # one layer's steps a large share of its weights at every check, the loss going nowhere: that layer is
+    # thrown around (its large gradient may hide the other layers' behind a tiny weighted median)
+    thrown = streak(history, "group_thrown", bool(top) and moved[top] > THROWN * t["ratio_high"]) >= k
+    blocked = any(
+        history.streaks.get(p) for p in ("saturated_activations", "saturated_from_start", "dead_units")
+    )
+    thrown = thrown and not ratio > t["ratio_high"] and e.progressing(k) is False and not blocked
+    ratio = moved[top] if thrown else ratio
+    if not ratio > t["ratio_high"] or (e.tables_only and not data.loss_mean > history.start_loss):
+        return None  # embedding tables only: a loss above its start is the evidence, not the ratio
     window_start = history.loss_steps[-k] if len(history.loss_steps) >= k else 0
     # large steps are LR evidence only where they moved the weights (``Evidence.kept_scale``)
     stuck = ratio > t["ratio_stuck"] and e.progressing(k) is False and not e.kept_scale
@@ -153,10 +163,14 @@ def lr_too_high(e: Evidence) -> Decision | None:
     sustained = e.growth > t["growth_high"] and e.ratios.family == "adaptive" and bool(recent)
     sustained = sustained and min(recent) > t["ratio_high"]
     # growth by embedding tables, or by steps that all point outward (a head fitting a scale), is no LR's
-    sustained = sustained and not e.dense_ratio <= t["ratio_high"] and not e.outward > _OUTWARD
-    if rise is None and not stuck and not sustained:
+    dense = e.dense_ratio > t["ratio_high"]  # False without a dense group: embedding tables only
+    sustained = sustained and dense and not e.outward > _OUTWARD
+    if rise is None and not stuck and not sustained and not thrown:
         return None
-    if rise is not None:
+    if thrown:
+        what = f"`{top}` has moved over {fmt(THROWN * t['ratio_high'])} of its norm per step for {k} checks "
+        what += f"while the loss went nowhere (now {fmt(data.loss_mean)})"
+    elif rise is not None:
         what = f"the loss rose from {fmt(rise[1])} ({rise[0]}) to {fmt(data.loss_mean)}"
     elif stuck:
         what = f"the loss has not fallen significantly in {k} checks (now {fmt(data.loss_mean)})"
@@ -348,7 +362,7 @@ def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
     )
     low = (
         math.isfinite(ratio)
-        and (ratio < floor or cut)
+        and (0 < ratio < floor or cut)  # a median step of exactly 0 (no gradient reached it) is no step size
         and stuck
         and math.isfinite(data.loss_mean)
         and not (falling or cannot_learn or e.blown or e.warming_up or e.annealing)
@@ -630,7 +644,7 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
     top, now, growth, lr, floor = max(seen, default=math.nan), e.ratio, e.growth, e.lr, e.ratios.low(t)
     numel = sum(data.group_numel.values()) or 1
     grad_rms, silent = e.grad_rms, e.no_gradient
-    high = (top > t["ratio_stuck"] and not e.kept_scale) or growth > t["growth_high"]
+    high = ((top > t["ratio_stuck"] and not e.kept_scale) or growth > t["growth_high"]) and not e.tables_only
     low = math.isfinite(now) and now < floor and not silent  # no gradient, no step: not the LR's
     # validation at the level of knowing nothing while the training loss fell: the labels do not follow inputs
     vals = [v[1] for v in history.validations if math.isfinite(v[1])]
@@ -642,7 +656,9 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
     frozen = weighed("frozen_parameters", e.frozen, trained if math.isfinite(share) else {})
     too_high = weighed("lr_too_high", high, {"update_ratio_max": top, "weight_growth": growth})
     too_low = weighed("lr_too_low_or_frozen", low, {"update_ratio": now, "floor": floor})
-    no_signal = weighed("no_gradient_signal", silent, {"grad_rms": grad_rms})
+    zeros = data.param_norm_start == 0  # every weight 0 at step 0: a saddle where every gradient is 0
+    signal = {"grad_rms": grad_rms, "weights_norm_at_start": data.param_norm_start}
+    no_signal = weighed("initialisation" if zeros else "no_gradient_signal", silent, signal)
     pulled = weighed("weights_pulled_to_zero", e.shrunk and not high, {"weight_growth": growth})
     open_ = not (high or low or silent or e.frozen or e.shrunk)
     labels = weighed("labels_do_not_match_inputs", open_, {"update_ratio_healthy": now})
@@ -688,6 +704,9 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
         "no_gradient_signal": f"The gradients are ~0 (RMS {fmt(grad_rms)}): the loss does not depend on the "
         "weights. Look for a detached output (`.detach()`, `.item()`, `torch.no_grad`), a constant target, "
         "or labels all ignored (`ignore_index`, a mask).",
+        "initialisation": "Every weight started at exactly 0 and every gradient is 0: a zero initialisation "
+        "is a saddle point (each product's other factor is 0). Keep PyTorch's default init, or zero only "
+        "one factor of each product (word2vec zeroes the output table, not both).",
         "weights_pulled_to_zero": f"The weights shrank to {fmt(growth)}x their norm at step 0 while the "
         "model predicts no better than a constant: something pulls them to zero faster than the gradient "
         "moves them. Check the weight decay (AdamW removes lr x weight_decay of each weight per step: 1 "

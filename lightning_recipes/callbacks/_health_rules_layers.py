@@ -46,6 +46,10 @@ __all__ = [
 #: A saturated layer's mean slope relative to its peak below which ~no gradient passes through it.
 SATURATED_GAIN = 0.25
 
+#: A layer whose steps are this many times ``ratio_high`` (an order of magnitude above the healthy ceiling)
+#: is thrown around, whatever the layers below it do.
+THROWN = 10.0
+
 
 def _names(groups: list[str], top: int = 3) -> str:
     extra = len(groups) - top
@@ -412,19 +416,22 @@ def _saturated_from_start(e: Evidence) -> Decision | None:
     grads = {g: r for g, r in data.group_grad_rms.items() if g in layers}
     others = {g: r for g, r in data.group_grad_rms.items() if g not in layers and math.isfinite(r)}
     top = max(others, key=lambda g: others[g], default=None)
-    evidence: dict[str, object] = {"saturated_fraction": stuck, "gain": gains}
+    # flat on the first batch, before any update, and flat since: the initialisation's (as dead at step 0)
+    evidence: dict[str, object] = {"saturated_fraction": stuck, "gain": gains, "cause": "initialisation"}
     feeding = ""
     if grads and top is not None:
         evidence |= {"grad_rms": grads, "largest_grad_rms": {top: others[top]}}
         feeding = f" (gradient RMS of the layers feeding them {fmt(max(grads.values()))} vs "
         feeding += f"{fmt(others[top])} in `{top}`)"
-    return (
-        evidence,
+    action = (
         f"{_shares(stuck)} of outputs have sat in the flat part of their sigmoid/tanh since the first check; "
         f"on average {fmt(max(gains.values()))} of the gradient passes through{feeding}: those units do not "
         "learn. Check their initialisation (a gate bias far from 0, weights too large for tanh/sigmoid: "
-        "Xavier/Glorot) and normalise their inputs.",
+        "Xavier/Glorot) and normalise their inputs."
     )
+    line = headline(f"saturated_activations at step {data.step}: {_shares(stuck)} flat since the first batch")
+    causes = [Cause("initialisation", {"saturated_on_the_first_batch": stuck})]
+    return Diagnosed(evidence, action, Diagnosis(line, causes, "initialisation", action))
 
 
 def _shrinks_before_blocked(e: Evidence) -> bool:
@@ -470,10 +477,12 @@ def vanishing_gradients(e: Evidence) -> Decision | None:
     # is cut off from the loss (no path reaches it): neither is a gradient that vanishes on its way
     unstepped = moved[first] == 0 and data.group_grad_rms.get(first, 0.0) > 0
     unstepped |= data.group_grad_rms.get(first, math.nan) == 0.0
+    # the top layer's steps far too large (the LR's), not the first layer's too small
+    thrown = moved[top] > THROWN * t["ratio_high"]
     count = streak(
         history,
         "vanishing_gradients",
-        ratio < t["vanish_ratio"] and not blocked and not e.converging and not unstepped,
+        ratio < t["vanish_ratio"] and not blocked and not e.converging and not unstepped and not thrown,
     )
     history.vanish_ratios.append(ratio)
     if count < int(t["persist_checks"]):
