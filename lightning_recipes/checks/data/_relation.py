@@ -131,8 +131,7 @@ def relations(train: Split, val: Split, classes: int, aligned: bool) -> list[Rel
         held = torch.arange(len(yf)) >= (len(yf) + 1) // 2 if ordered else torch.arange(len(yf)) % 2 == 1
         if aligned:
             pairs = _per_position(xf, yf, xo, yo, classes, fitted, held)
-            if pairs and fitted == "val" and xf.is_floating_point():  # training may augment (brightness): a
-                # rule fitted on validation is judged also up to each sample's scale, by the weaker of the two
+            if pairs and fitted == "val" and xf.is_floating_point():  # training may augment: also per scale
                 pairs += _per_position(_unit(xf), yf, _unit(xo), yo, classes, fitted, held)
             found += [min(pairs, key=lambda r: r.z)] if pairs else []
             continue

@@ -141,9 +141,8 @@ class BatchIndependenceCheck(SanityCheck):
                 )
                 return self.verdict("inconclusive", summary, details, "If rows are independent: " + action)
             return self.verdict("fail", summary, details, action)
-        changed = inputs.clone()
-        changed[0] = _other_content(inputs, 0)
-        if mixed := _losses_mix(context, model, sample, context.with_inputs(sample, changed), self.rtol):
+        changed = context.with_inputs(sample, torch.cat([_other_content(inputs, 0)[None], inputs[1:]]))
+        if mixed := _mixing(context, model, sample, changed, count, self.rtol):
             summary = f"{mixed['function']}'s per-sample losses mix: sample 0's input moved "
             summary += f"{mixed['rows_moved']} of {count - 1} others' (the output did not)"
             action = "Look for a softmax or normalisation over dim 0 between the model's output and the loss."
@@ -182,18 +181,16 @@ def _targets_mix(
                 continue
             moved = raw[key].clone()
             moved[0] += 10 * (raw[key].abs().max() + 1)
-            if mixed := _losses_mix(context, model, sample, replace_entries(sample, {key: moved}), rtol):
+            if mixed := _mixing(context, model, sample, replace_entries(sample, {key: moved}), count, rtol):
                 return mixed | {"entry": key}
     return None
 
 
-def _losses_mix(
-    context: CheckContext, model: Any, sample: Any, changed: Any, rtol: float
+def _mixing(
+    context: CheckContext, model: Any, sample: Any, changed: Any, count: int, rtol: float
 ) -> dict[str, Any] | None:
-    """The first loss call whose per-sample losses (recomputed unreduced) move in at least 3/4 of the *other*
-    samples, beyond ``rtol`` of sample 0's own move, on ``changed`` (``sample`` with sample 0's row changed).
-    A teacher's target and an (N, N) pairwise output are not judged; a raising step gives no verdict."""
-    count = len(context.split(sample)[0])
+    """The first loss call whose per-sample losses (recomputed unreduced) move in 3/4 of the *other* samples
+    on ``changed`` (sample 0's row changed) beyond ``rtol`` of sample 0's own move; the guide has the rest."""
     norms = keeping_statistics(model, lambda: seeded(context.seed, context.loss_calls, model, sample))
     for norm in norms:
         norm.eval()
