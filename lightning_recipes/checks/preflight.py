@@ -160,8 +160,10 @@ def run_preflight(
 class Preflight(Callback):
     """Run the preflight checks once, at ``on_train_start``, and stop (or warn) before a silently broken run.
 
-    Resumed runs and sharded strategies skip them; each result's ``measured`` value is logged as
-    ``preflight/<name>`` (rank zero, step 0). The other keyword options are the guide's *Options* table.
+    Every rank runs them on copies with the Trainer's device, precision and loaders ("any failed" is reduced);
+    resumed runs and sharded strategies skip them. Logged (rank zero, step 0): each result's ``measured`` as
+    ``preflight/<name>`` (``preflight/init_loss``, ``preflight/overfit_batch``, ...,
+    ``preflight/input_independence``, ``preflight/batch_independence``). Options: the guide's *Options* table.
 
     Args:
         checks: Names from :data:`CHECKS` and/or configured check objects; ``None`` = all.

@@ -522,7 +522,8 @@ def _described(config: SchedulerConfig) -> str:
 def _collapses_at_any_length(
     configs: list[SchedulerConfig], run: RunLength, collapse: float, low: float
 ) -> dict[str, Any] | None:
-    """Run length unknown: an LR at 0 all of epoch 0, or collapsed in epoch 0 or 1 and for any longer run."""
+    """Run length unknown: an LR at 0 all of epoch 0, or collapsed in epoch ``e`` (0, 1) for runs of ``e + 2``
+    to ``horizon`` epochs (a run that ends before the collapse is not judged)."""
     if not (per_epoch := run.steps_per_epoch):
         return None
     horizon = max(3 * per_epoch, min(20 * per_epoch, 20_000))
@@ -538,8 +539,7 @@ def _collapses_at_any_length(
             return {**idle, "summary": summary, "action": _IDLE}
         below = torch.nonzero(curve < collapse * base).flatten()
         epoch = int(below[0]) // per_epoch if len(below) else 2
-        shortest = (epoch + 2) * per_epoch  # a run that ends before the collapse is not judged
-        found = [judge_curve(curve[:n], base, n, **rules) for n in (shortest, horizon)]
+        found = [judge_curve(curve[:n], base, n, **rules) for n in ((epoch + 2) * per_epoch, horizon)]
         if all(f is not None and f.rule == "collapse" for f in found) and epoch < 2:
             measured = f"falls below {collapse:g} x base at step {int(below[0])} (epoch {epoch})"
             return {

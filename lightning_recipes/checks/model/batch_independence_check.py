@@ -171,8 +171,7 @@ class BatchIndependenceCheck(SanityCheck):
 def _targets_mix(
     context: CheckContext, model: Any, sample: Any, count: int, rtol: float
 ) -> dict[str, Any] | None:
-    """A loss target computed from one float batch entry (not by the model) whose move in sample 0's row, far
-    off, moves most other samples' losses: statistics of each batch in the target (its min-max, z-scores)."""
+    """A float target entry whose far move in sample 0's row moves most other losses: batch statistics."""
     with suppress(Exception), torch.no_grad():  # the user's step on a moved entry: no verdict from this test
         calls = seeded(context.seed, context.loss_calls, model, sample)
         raw = dict((k, v) for k, _, v in entries(sample))
@@ -189,8 +188,7 @@ def _targets_mix(
 def _mixing(
     context: CheckContext, model: Any, sample: Any, changed: Any, count: int, rtol: float
 ) -> dict[str, Any] | None:
-    """The first loss call whose per-sample losses (recomputed unreduced) move in 3/4 of the *other* samples
-    on ``changed`` (sample 0's row changed) beyond ``rtol`` of sample 0's own move; the guide has the rest."""
+    """The first loss call whose per-sample losses move in 3/4 of the other samples on ``changed`` (guide)."""
     norms = keeping_statistics(model, lambda: seeded(context.seed, context.loss_calls, model, sample))
     for norm in norms:
         norm.eval()
