@@ -352,6 +352,8 @@ def dead_units(e: Evidence) -> Decision | None:
     alive = measured and max([*data.dead.values(), *data.dead_rows.values()]) <= 1.0 - _ALIVE
     died = bool(history.dead_step0) and all(history.dead_step0.get(m, 1.0) < t["dead_fraction"] for m in dead)
     present = bool(dead) and not e.learning and not (e.input_free and alive and died)
+    if e.spikes.outliers:  # the interval's loss is its outlier batches': no verdict on learning, streak held
+        return None
     if not (measured and streak(history, "dead_units", present) >= int(t["persist_checks"])):
         return None
     return (
