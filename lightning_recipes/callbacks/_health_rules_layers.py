@@ -348,12 +348,12 @@ def dead_units(e: Evidence) -> Decision | None:
     measured = bool(data.dead or data.dead_rows)
     if measured and history.dead_at_start < 0:
         history.dead_at_start = max([*data.dead.values(), *data.dead_rows.values()])
+    if e.spikes.outliers:  # the interval's loss is its outlier batches': no verdict on learning, streak held
+        return None
     # dead units impair no run that learns; units dying while it learns a constant are ``not_learning``'s
     alive = measured and max([*data.dead.values(), *data.dead_rows.values()]) <= 1.0 - _ALIVE
     died = bool(history.dead_step0) and all(history.dead_step0.get(m, 1.0) < t["dead_fraction"] for m in dead)
     present = bool(dead) and not e.learning and not (e.input_free and alive and died)
-    if e.spikes.outliers:  # the interval's loss is its outlier batches': no verdict on learning, streak held
-        return None
     if not (measured and streak(history, "dead_units", present) >= int(t["persist_checks"])):
         return None
     return (

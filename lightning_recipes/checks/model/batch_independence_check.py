@@ -200,7 +200,7 @@ def _mixing(
             for calls in zip(base, moved, again):
                 call = calls[0]
                 if call.target is None or call.target_from_model or count in call.output.shape[1:]:
-                    continue
+                    continue  # no target, a teacher's, or an (N, N) output (pairwise by design): not judged
                 kwargs = {**call.kwargs, "reduction": "none"}
                 rows = [getattr(F, call.function)(c.output, c.target, **kwargs) for c in calls]
                 if not _rows(count, *rows) or rows[0].numel() > call.output.numel():
