@@ -52,6 +52,7 @@ from lightning_recipes.checks import (  # every check class of checks.CHECKS (te
     ScheduleCheck,
     SplitOverlapCheck,
     TargetLeakageCheck,
+    TrainingPairsCheck,
     ValidationPathCheck,
     preflight,
 )
@@ -144,6 +145,7 @@ __all__ = [
     "SplitOverlapCheck",
     "StabilityGuard",
     "TargetLeakageCheck",
+    "TrainingPairsCheck",
     "ValidationPathCheck",
     "__version__",
     "apply_fsdp2",

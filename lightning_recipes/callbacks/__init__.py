@@ -27,6 +27,7 @@ from lightning_recipes.checks import (  # every check class of checks.CHECKS (te
     ScheduleCheck,
     SplitOverlapCheck,
     TargetLeakageCheck,
+    TrainingPairsCheck,
     ValidationPathCheck,
 )
 
@@ -56,5 +57,6 @@ __all__: list[str] = [
     "SplitOverlapCheck",
     "StabilityGuard",
     "TargetLeakageCheck",
+    "TrainingPairsCheck",
     "ValidationPathCheck",
 ]

@@ -5,7 +5,7 @@ Example:
     >>> list(CHECKS)
     ['loader', 'data', 'split_overlap', 'loss', 'init_loss', 'schedule', 'grad_flow', 'batch_independence',
      'padding', 'eval_mode', 'causality', 'target_leakage', 'optimization', 'validation_path',
-     'overfit_batch', 'input_independence']
+     'overfit_batch', 'input_independence', 'training_pairs']
 """
 
 import sys
@@ -16,6 +16,7 @@ from lightning_recipes.checks.data.data_check import DataCheck
 from lightning_recipes.checks.data.loader_check import LoaderCheck
 from lightning_recipes.checks.data.split_overlap_check import SplitOverlapCheck
 from lightning_recipes.checks.data.target_leakage_check import TargetLeakageCheck
+from lightning_recipes.checks.data.training_pairs_check import TrainingPairsCheck
 from lightning_recipes.checks.loop.optimization_check import OptimizationCheck
 from lightning_recipes.checks.loop.schedule_check import ScheduleCheck
 from lightning_recipes.checks.loop.validation_path_check import ValidationPathCheck
@@ -65,6 +66,7 @@ __all__ = [
     "ScheduleCheck",
     "SplitOverlapCheck",
     "TargetLeakageCheck",
+    "TrainingPairsCheck",
     "ValidationPathCheck",
     "perturbed",
     "preflight",

@@ -20,6 +20,7 @@ from lightning_recipes.checks.data.data_check import DataCheck
 from lightning_recipes.checks.data.loader_check import LoaderCheck
 from lightning_recipes.checks.data.split_overlap_check import SplitOverlapCheck
 from lightning_recipes.checks.data.target_leakage_check import TargetLeakageCheck
+from lightning_recipes.checks.data.training_pairs_check import TrainingPairsCheck
 from lightning_recipes.checks.loop.optimization_check import OptimizationCheck
 from lightning_recipes.checks.loop.schedule_check import ScheduleCheck
 from lightning_recipes.checks.loop.validation_path_check import ValidationPathCheck
@@ -59,6 +60,7 @@ CHECKS: dict[str, type[SanityCheck]] = {
         ValidationPathCheck,
         OverfitBatchCheck,
         InputIndependenceCheck,
+        TrainingPairsCheck,
     )
 }
 

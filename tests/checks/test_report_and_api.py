@@ -88,6 +88,7 @@ def test_preflight_requires_training_data_and_a_lightning_module():
 def test_registry_order():
     order = "loader data split_overlap loss init_loss schedule grad_flow batch_independence padding eval_mode"
     order += " causality target_leakage optimization validation_path overfit_batch input_independence"
+    order += " training_pairs"
     assert list(CHECKS) == order.split()
 
 
