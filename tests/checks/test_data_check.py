@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from galleries.preflight.families import data as gallery
 from galleries.preflight.families._data_models import gaussian, loaders, regression
-from lightning_recipes.checks import CheckContext, DataCheck, preflight
+from lightning_recipes.checks import CheckContext, DataCheck, TrainingPairsCheck, preflight
 from lightning_recipes.checks.data.data_check import stored_duplicate_fraction
 from lightning_recipes.checks.report import SUMMARY_LIMIT
 from lightning_recipes.testing import TinyTransformerLM, random_token_loader
@@ -390,11 +390,15 @@ def test_rows_served_in_runs_are_not_paired_with_their_own_neighbours() -> None:
 
 
 def test_a_training_only_shuffle_of_rows_served_in_runs_is_still_caught() -> None:
-    """Split in order, the rule fitted on validation sees half its episodes: 60 validation episodes (600
-    rows) leave it the power to see training actions shuffled across rows (30 episodes: about 5 SE)."""
+    """Training actions shuffled across rows, validation episodes intact: ``training_pairs`` (the copy
+    taught by validation halves against the one taught by training batches) sees it; ``data`` no longer
+    fits a rule on validation to score augmented training reads (issue #34)."""
     x, y = _trajectories(200, 1)
     x_val, y_val = _trajectories(60, 2)
     shuffled = y[torch.randperm(len(y), generator=torch.Generator().manual_seed(7))]
-    result = _data_result(x, shuffled, x_val, y_val)
+    torch.manual_seed(0)
+    checks = [TrainingPairsCheck(time_budget=None)]
+    report = preflight(_Cloner(), **loaders(x, shuffled, x_val, y_val), checks=checks, num_threads=1)
+    result = report["training_pairs"]
     assert result.status in ("fail", "warn"), result.message
-    assert result.details["relation"]["z"] >= result.details["relation"]["needed_z"]
+    assert result.details["held_out_loss"]["training"] > result.details["held_out_loss"]["validation"]

@@ -12,7 +12,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 
 from galleries.preflight.families._data_models import MLP, digits, gaussian, loaders
-from lightning_recipes.checks import preflight
+from lightning_recipes.checks import DataCheck, InputIndependenceCheck, TrainingPairsCheck, preflight
 from lightning_recipes.testing import DigitsCNN
 
 from ._models import SGDModule
@@ -29,6 +29,14 @@ def _broken(result, rule: str, fitted: str) -> None:
     assert result.status == "fail", result.message
     assert (result.details["relation"]["rule"], result.details["relation"]["fitted_on"]) == (rule, fitted)
     assert len(result.summary) <= 120 and result.action
+
+
+def _taught(data: dict, model: pl.LightningModule) -> tuple[Any, Any]:
+    """``data`` and ``training_pairs`` on one model: pairs broken in training only are the second's to see
+    (a relation fitted on validation mistakes augmentation for broken pairs, issue #34)."""
+    checks = [DataCheck(), TrainingPairsCheck(time_budget=None)]
+    report = preflight(model, **data, checks=checks, num_threads=1, progress=False)
+    return report["data"], report["training_pairs"]
 
 
 @pytest.mark.parametrize(
@@ -173,11 +181,9 @@ def test_an_augmentation_that_moves_the_input_must_move_its_target(mirror, point
     ``[3, 2]`` per sample (keypoints, joints: a target of more dimensions than one sample's row)."""
     train = DataLoader(FlippedBlobs(1024, 1, mirror, points), batch_size=64, shuffle=True)
     val = DataLoader(FlippedBlobs(300, 2, None, points), batch_size=64)
-    result = _data({"train_dataloaders": train, "val_dataloaders": val}, BlobLocator())
-    if mirror:
-        assert result.status == "pass", result.message
-    else:
-        _broken(result, "nearest neighbours", "val")
+    data, taught = _taught({"train_dataloaders": train, "val_dataloaders": val}, BlobLocator())
+    assert data.status == "pass", data.message
+    assert taught.status == ("pass" if mirror else "fail"), taught.message
 
 
 def _tags(n: int, seed: int, shift: bool) -> tuple[Tensor, Tensor]:
@@ -187,14 +193,24 @@ def _tags(n: int, seed: int, shift: bool) -> tuple[Tensor, Tensor]:
     return tokens, tags.roll(1, 1) if shift else tags
 
 
+class Tagger(SGDModule):
+    """A tag per token from the token's embedding (cross-entropy over every position)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.head = nn.Embedding(21, 16), nn.Linear(16, 2)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        tokens, tags = batch
+        return F.cross_entropy(self.head(self.embed(tokens)).transpose(1, 2), tags)
+
+
 @pytest.mark.parametrize("shift", [True, False])
 def test_tags_collated_out_of_line_with_their_tokens_break_the_per_position_pairing(shift):
     x, y = _tags(512, 0, shift)
-    result = preflight(MLP(in_features=12), **loaders(x, y, *_tags(256, 1, False)), checks=["data"])["data"]
-    if shift:
-        _broken(result, "per position", "val")
-    else:
-        assert result.status == "pass", result.message
+    data, taught = _taught(loaders(x, y, *_tags(256, 1, False)), Tagger())
+    assert data.status == "pass", data.message
+    assert taught.status == ("fail" if shift else "pass"), taught.message
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -219,5 +235,11 @@ def test_an_augmentation_of_training_only_keeps_the_pairing(shuffled):
     x = torch.stack([s.roll(tuple(d), dims=(-2, -1)) for s, d in zip(x, shifts, strict=True)])
     x = x + 0.05 * torch.randn(x.shape, generator=g)
     y = y[torch.randperm(len(y), generator=g)] if shuffled else y
-    result = _data(loaders(x, y, x_val, y_val))
-    assert result.status == ("fail" if shuffled else "pass"), result.message
+    checks = [DataCheck(), TrainingPairsCheck(time_budget=None), InputIndependenceCheck(time_budget=None)]
+    report = preflight(DigitsCNN(width=4), **loaders(x, y, x_val, y_val), checks=checks, num_threads=1)
+    assert report["data"].status == "pass", report["data"].message
+    if shuffled:  # no pair left: the controls fail it; the copy taught by validation beats it by far
+        assert report["input_independence"].status == "fail", report["input_independence"].message
+        assert report["training_pairs"].status in ("warn", "fail"), report["training_pairs"].message
+    else:
+        assert report["training_pairs"].status == "pass", report["training_pairs"].message

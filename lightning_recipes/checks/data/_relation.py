@@ -122,41 +122,45 @@ def _compare(
     return mean_own, float(other.mean()), math.sqrt(var_own + var_other + 1e-12)
 
 
-def relations(train: Split, val: Split, classes: int, aligned: bool) -> list[Relation]:
-    """Every rule in both directions, fitted on one split's inputs and targets and scored on the other's."""
+def relations(
+    train: Split, val: Split, classes: int, aligned: bool, both_ways: bool = False
+) -> list[Relation]:
+    """Every rule fitted on the training split's inputs and targets and scored on validation's; with
+    ``both_ways`` also fitted on validation and scored on training reads. For the main target that direction
+    is ``training_pairs``' with the user's own model: a rule this simple mistakes augmentation for broken
+    pairs (sealed gallery V)."""
+    if both_ways:
+        return relations(train, val, classes, aligned) + [
+            replace(r, fitted="val") for r in relations(val, train, classes, aligned)
+        ]
+    (xf, yf, groups), (xo, yo, other) = train, val
+    xf, yf, xo, yo = xf[:_MAX_SAMPLES], yf[:_MAX_SAMPLES], xo[:_MAX_SAMPLES], yo[:_MAX_SAMPLES]
+    ordered = neighbours_alike(features(xf))
+    held = torch.arange(len(yf)) >= (len(yf) + 1) // 2 if ordered else torch.arange(len(yf)) % 2 == 1
+    if aligned:
+        return _per_position(xf, yf, xo, yo, classes, held)
+    a, b = features(xf), features(xo)  # scaled by the training split's spread
+    mean, std = a.mean(0), a.std(0).clamp_min(1e-6)
+    a, b = (a - mean) / std, (b - mean) / std
+    cross = torch.cdist(b, a)
+    within = torch.cdist(a, a).fill_diagonal_(math.inf)
+    spacing = within.min(1).values
+    apart = torch.cdist(b, b).fill_diagonal_(math.inf).min(1).values
+    near = cross.min(1).values <= spacing.quantile(0.95)  # within reach; rescaled rows: all (the guide)
+    near |= not 0.5 <= float(apart.median() / spacing.median().clamp_min(1e-9)) <= 2
+    # repeats inside the training split would make its held-out score a memory test: closest pairs left out
+    lone = (within[held][:, ~held] > 0).all(1)  # held-out half without an exact copy in the fitted half
+    if ordered:  # rows served in runs (one trajectory, one subject): neighbours from the other half only
+        within[held[:, None] == held[None, :]] = math.inf
+    if len(a) > _REPEATS:
+        within[within < within.kthvalue(_REPEATS, dim=1).values.quantile(0.05)] = math.inf
     found: list[Relation] = []
-    for fitted, (xf, yf, groups), (xo, yo, other) in (("train", train, val), ("val", val, train)):
-        xf, yf, xo, yo = xf[:_MAX_SAMPLES], yf[:_MAX_SAMPLES], xo[:_MAX_SAMPLES], yo[:_MAX_SAMPLES]
-        ordered = neighbours_alike(features(xf))
-        held = torch.arange(len(yf)) >= (len(yf) + 1) // 2 if ordered else torch.arange(len(yf)) % 2 == 1
-        if aligned:
-            pairs = _per_position(xf, yf, xo, yo, classes, fitted, held)
-            if pairs and fitted == "val" and xf.is_floating_point():  # training may augment: also per scale
-                pairs += _per_position(_unit(xf), yf, _unit(xo), yo, classes, fitted, held)
-            found += [min(pairs, key=lambda r: r.z)] if pairs else []
-            continue
-        a, b = features(xf), features(xo)  # scaled by the fitted split's spread (fitted on val: both splits')
-        mean, std = a.mean(0), (torch.cat([a, b]) if fitted == "val" else a).std(0).clamp_min(1e-6)
-        a, b = (a - mean) / std, (b - mean) / std
-        cross = torch.cdist(b, a)
-        within = torch.cdist(a, a).fill_diagonal_(math.inf)
-        spacing = within.min(1).values
-        apart = torch.cdist(b, b).fill_diagonal_(math.inf).min(1).values if fitted == "train" else spacing
-        near = cross.min(1).values <= spacing.quantile(0.95)  # within reach; rescaled rows: all (the guide)
-        near |= fitted == "train" and not 0.5 <= float(apart.median() / spacing.median().clamp_min(1e-9)) <= 2
-        # repeats inside the fitted split would make its held-out score a memory test: closest pairs left out
-        lone = (within[held][:, ~held] > 0).all(1)  # held-out half without an exact copy in the fitted half
-        if ordered:  # rows served in runs (one trajectory, one subject): neighbours from the other half only
-            within[held[:, None] == held[None, :]] = math.inf
-        if len(a) > _REPEATS:
-            within[within < within.kthvalue(_REPEATS, dim=1).values.quantile(0.05)] = math.inf
-        if xf.is_floating_point() and len(yf) > 2 * _K and int(near.sum()) >= 20:
-            own = _neighbour_scores(within, yf, yf, classes)
-            scored = _neighbour_scores(cross[near], yf, yo[near], classes)
-            compared = _compare(own, yf, scored, yo[near], classes)
-            found.append(Relation("nearest neighbours", fitted, *compared, Z_FLOOR))
-        found += _one_feature(groups, yf, other, yo, classes, fitted, held, lone)
-    return found
+    if xf.is_floating_point() and len(yf) > 2 * _K and int(near.sum()) >= 20:
+        own = _neighbour_scores(within, yf, yf, classes)
+        scored = _neighbour_scores(cross[near], yf, yo[near], classes)
+        compared = _compare(own, yf, scored, yo[near], classes)
+        found.append(Relation("nearest neighbours", "train", *compared, Z_FLOOR))
+    return found + _one_feature(groups, yf, other, yo, classes, held, lone)
 
 
 def neighbours_alike(rows: Tensor, z: float = Z) -> bool:
@@ -176,7 +180,6 @@ def _one_feature(
     other: dict[str, Tensor],
     y_other: Tensor,
     classes: int,
-    fitted: str,
     held: Tensor,
     lone: Tensor,
 ) -> list[Relation]:
@@ -190,7 +193,7 @@ def _one_feature(
     cross = lookup_scores(*half, b, y_other, classes)
     needed = max(Z_FLOOR, math.sqrt(2 * math.log(max(2, a.shape[1]))) + 3)
     found = [
-        Relation("one feature", fitted, *_compare(own[d], y_held, cross[d], y_other, classes), needed)
+        Relation("one feature", "train", *_compare(own[d], y_held, cross[d], y_other, classes), needed)
         for d in range(a.shape[1])
     ]
     columns = [f"{k}[:, {i}]" for k in names for i in range(features(fit[k][:1]).shape[1])]
@@ -199,7 +202,7 @@ def _one_feature(
 
 
 def _per_position(
-    x_fit: Tensor, y_fit: Tensor, x_other: Tensor, y_other: Tensor, classes: int, fitted: str, held: Tensor
+    x_fit: Tensor, y_fit: Tensor, x_other: Tensor, y_other: Tensor, classes: int, held: Tensor
 ) -> list[Relation]:
     """Input value at a position -> target at that position; scores averaged per sample."""
 
@@ -223,12 +226,7 @@ def _per_position(
     own = per_sample(lookup_scores(xa, ya, xb, yb, classes)[0], sb)  # per-sample means
     cross = per_sample(lookup_scores(xa, ya, xc, yc, classes)[0], sc)
     noise = math.sqrt(_mean_variance(own) + _mean_variance(cross) + 1e-12)
-    return [Relation("per position", fitted, float(own.mean()), float(cross.mean()), noise, Z_FLOOR)]
-
-
-def _unit(x: Tensor) -> Tensor:
-    """Each sample divided by its mean absolute value."""
-    return x / x.abs().reshape(len(x), -1).mean(1).clamp_min(1e-12).reshape(-1, *[1] * (x.ndim - 1))
+    return [Relation("per position", "train", float(own.mean()), float(cross.mean()), noise, Z_FLOOR)]
 
 
 def _mean_variance(scores: Tensor) -> float:  # widened for dependent rows

@@ -400,7 +400,7 @@ class DataCheck(SanityCheck):
             if any(s is None or not s[1].is_floating_point() or not 1 <= s[1].ndim <= 2 for s in stacked):
                 continue
             (x_t, y_t, _), (x_v, y_v, _) = stacked  # type: ignore[misc]
-            found = relations((x_t, y_t, {}), (x_v, y_v, {}), 0, False)
+            found = relations((x_t, y_t, {}), (x_v, y_v, {}), 0, False, both_ways=True)
             details.setdefault("further_targets", {})[str(key)] = [r.details() for r in found]
             self._pairing(found, f"target {key!r}")
 
