@@ -139,6 +139,31 @@ class BlastShareMeanOverPadding(BlastShare):
         return h.mean(1)
 
 
+class BlastShareLogit(BlastShare):
+    """The deep set answering a logit: binary cross-entropy with logits against the share as a soft target
+    (the loss never reaches 0: its floor is the shares' mean entropy). Served: the sigmoid of the logit."""
+
+    def loss(self, batch) -> torch.Tensor:
+        cells, count, share = batch
+        return F.binary_cross_entropy_with_logits(self(cells, count), share)
+
+    def predict(self, cells: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self(cells, count))
+
+
+class BlastShareSigmoidTwice(BlastShareLogit):
+    """BUG: the network ends in a sigmoid (so it answers a share), and the loss is still
+    ``binary_cross_entropy_with_logits``, which applies a second sigmoid: the loss is met when the served
+    share equals the target's logit, which is negative for any share below one half, so small shares are
+    served as almost 0 and the rest squeezed."""
+
+    def forward(self, cells: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(super().forward(cells, count))
+
+    def predict(self, cells: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+        return self(cells, count)
+
+
 # --- image quality assessment -------------------------------------------------------------------------------
 class QualityNet(AdamModule):
     """A small CNN over the distorted image; squared error on the mean opinion score. Served: the score.

@@ -1,10 +1,10 @@
 """Sealed gallery V, half ``w``: seismic P-wave onset picking (a CNN with a dense head over the trace),
 hospital length of stay predicted at admission (a ward-code embedding), aqueous solubility from molecular
 fingerprints with enumerated tautomers (a one-cycle schedule), the share of abnormal cells in a
-flow-cytometry sample (a deep set over a variable number of cells), no-reference image quality assessment
-(a mean opinion score, a plateau schedule) and the stability change of protein point mutations
-(antisymmetry under reversal). Written blind (see the package docstring); each bug is proved against its
-healthy twin in ``test_proofs_w.py``."""
+flow-cytometry sample (a deep set over a variable number of cells; a share as a soft target),
+no-reference image quality assessment (a mean opinion score, a plateau schedule) and the stability change
+of protein point mutations (antisymmetry under reversal). Written blind (see the package docstring); each
+bug is proved against its healthy twin in ``test_proofs_w.py``."""
 
 from __future__ import annotations
 
@@ -77,6 +77,7 @@ HONEST = "validation data is unseen in training and built as served data is"
 SCHEDULE = "the loop's state machines (schedulers, accumulation, optimisation steps) advance as declared"
 MASKED = "padding never counts as data"
 DEPENDS = "the output depends on what the task says it depends on"
+TASK_LOSS = "the loss scores the target the task declares"
 
 
 # --- the cases ----------------------------------------------------------------------------------------------
@@ -141,6 +142,16 @@ BUGS: list[SealedCase] = [
         MASKED,
     ),
     SealedCase(
+        "cytometry_sigmoid_twice",
+        "share of abnormal cells in a flow-cytometry sample (soft-target cross-entropy)",
+        m.BlastShareSigmoidTwice,
+        cytometry_data,
+        "The network's last layer is a sigmoid and the loss is binary_cross_entropy_with_logits, which "
+        "applies another: training pulls the served share towards the logit of the true share, and every "
+        "sample with fewer than half blasts is served as nearly 0.",
+        TASK_LOSS,
+    ),
+    SealedCase(
         "quality_noise_augmentation_keeps_score",
         "no-reference image quality assessment (mean opinion score)",
         m.QualityNet,
@@ -156,8 +167,8 @@ BUGS: list[SealedCase] = [
         m.QualityNetPlateauPerStep,
         quality_data,
         "ReduceLROnPlateau watches train_loss_step with interval 'step': the noisy batch loss fails to "
-        "improve for three batches again and again, the rate is halved every few batches, and training "
-        "stalls within the first epochs.",
+        "improve for three batches again and again, the rate is halved every few batches, and the run ends "
+        "undertrained.",
         SCHEDULE,
     ),
     SealedCase(
@@ -166,8 +177,7 @@ BUGS: list[SealedCase] = [
         m.StabilityNet,
         partial(stability_data, d.reverse_mutations_sign_kept),
         "The reverse-mutation augmentation swaps the wild type and the mutant but keeps ddG instead of "
-        "negating it: half the rows teach the opposite sign, and the model learns to shrink every "
-        "prediction towards the part that is symmetric.",
+        "negating it: the reversed rows teach the opposite sign, and the predictions shrink towards 0.",
         PAIRED,
     ),
     SealedCase(
@@ -210,6 +220,13 @@ HEALTHY: list[SealedCase] = [
             "masked; counts vary four-fold)",
             m.BlastShare,
             partial(cytometry_data, d.subsample_cells),
+        ),
+        (
+            "cytometry_soft_target_logit",
+            "share of abnormal cells (binary cross-entropy with logits against a share as a soft target: "
+            "the loss never reaches 0)",
+            m.BlastShareLogit,
+            cytometry_data,
         ),
         (
             "quality_flips_and_turns",
