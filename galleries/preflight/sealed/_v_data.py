@@ -88,7 +88,7 @@ def traces(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     amp = 1 + 2 * torch.rand(n, 1, generator=g)
     lag = (t - onset).clamp(min=0)
     wavelet = amp * torch.exp(-lag / decay) * torch.sin(2 * math.pi * freq * lag / RATE) * (t >= onset)
-    micro = 0.5 * torch.sin(2 * math.pi * 0.3 * t / RATE * 10 + 6.28 * torch.rand(n, 1, generator=g))
+    micro = 0.5 * torch.sin(2 * math.pi * 0.3 * t / RATE + 6.28 * torch.rand(n, 1, generator=g))
     wave = wavelet + micro + 0.3 * torch.randn(n, TRACE, generator=g)
     wave = wave / wave.abs().amax(-1, keepdim=True)
     return wave[:, None], onset[:, 0] / RATE
