@@ -268,3 +268,36 @@ class GazeNetTanhDegrees(GazeNetTanh):
     output cannot leave (-1, 1) degree, and every gaze is answered as nearly straight ahead."""
 
     unit = 1.0
+
+
+class GazeNetManual(GazeNet):
+    """The gaze MLP optimised by hand (manual optimisation, as the user's other models that step two
+    optimizers are), its gradients clipped to norm 1 before each step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch, batch_idx):
+        optimizer = self.optimizers()
+        loss = self.loss(batch)
+        optimizer.zero_grad()
+        self.manual_backward(loss)
+        self.clip_gradients(optimizer, gradient_clip_val=1.0, gradient_clip_algorithm="norm")
+        optimizer.step()
+        self.log("train_loss", loss)
+        return loss
+
+
+class GazeNetManualNoZeroGrad(GazeNetManual):
+    """BUG: the hand-written step never calls ``zero_grad()``: every backward adds to the gradients of all
+    the batches before it, and each step follows the sum of the whole run's gradients."""
+
+    def training_step(self, batch, batch_idx):
+        optimizer = self.optimizers()
+        loss = self.loss(batch)
+        self.manual_backward(loss)
+        self.clip_gradients(optimizer, gradient_clip_val=1.0, gradient_clip_algorithm="norm")
+        optimizer.step()
+        self.log("train_loss", loss)
+        return loss

@@ -62,7 +62,7 @@ def gaze_error(model) -> float:
 SIGNS, PICK = (m.SignNet, gallery.sign_data), (m.Picker, gallery.picking_data)
 SIMILAR, QUALITY = (m.SimilarityNet, gallery.similarity_data), (m.QualityNet, gallery.quality_data)
 WIFI, DECAY = (m.Locator, gallery.wifi_data), (m.LocatorStepDecay, gallery.wifi_data)
-GAZE = (m.GazeNetTanh, gallery.gaze_data)
+GAZE, MANUAL = (m.GazeNetTanh, gallery.gaze_data), (m.GazeNetManual, gallery.gaze_data)
 
 PROOFS = {
     "signs_hflip_keeps_label": Proof(SIGNS, sign_error, 0.15, 4),
@@ -76,11 +76,12 @@ PROOFS = {
     "wifi_labels_row_column": Proof(WIFI, position_error, 10.0, 6),
     "wifi_step_decay_per_batch": Proof(DECAY, position_error, 1.0, 6),
     "gaze_tanh_head_on_degrees": Proof(GAZE, gaze_error, 5.0, 5),
+    "gaze_manual_step_without_zero_grad": Proof(MANUAL, gaze_error, 3.0, 5),
 }
 
 
 def test_every_bug_has_a_proof() -> None:
-    sealed.check_gallery(gallery, PROOFS, bugs=11, healthy=6)
+    sealed.check_gallery(gallery, PROOFS, bugs=12, healthy=7)
 
 
 @pytest.mark.parametrize("case_id", list(PROOFS))

@@ -1,9 +1,9 @@
-"""Sealed gallery V (issue #34, half ``v``): traffic-sign recognition (mirror-image and colour-coded classes),
-seismic phase picking (a per-sample arrival probability over a trace), semantic textual similarity with a
-bi-encoder (cosine against a 0..5 score), no-reference image quality assessment (an opinion score from a
-distorted scan), indoor positioning from Wi-Fi fingerprints (with a step decay) and gaze estimation from eye
-crops. Written blind (see the package docstring); each bug is proved against its healthy twin in
-``test_proofs_v.py``."""
+"""Sealed gallery V (issue #34, half ``v``): traffic-sign recognition (mirror-image and colour-coded
+classes), seismic phase picking (a per-sample arrival probability over a trace), semantic textual similarity
+with a bi-encoder (cosine against a 0..5 score), no-reference image quality assessment (an opinion score from
+a distorted scan), indoor positioning from Wi-Fi fingerprints (with a step decay) and gaze estimation from
+eye crops (a bounded head, manual optimisation). Written blind (see the package docstring); each bug is
+proved against its healthy twin in ``test_proofs_v.py``."""
 
 from __future__ import annotations
 
@@ -71,6 +71,7 @@ DEPENDS = "the output depends on what the task says it depends on"
 SCHEDULE = "the loop's state machines (schedulers, accumulation, optimisation steps) advance as declared"
 CONVENTION = "training inputs and labels follow the convention the served model is read with"
 UNITS = "targets are in the units and range the output is read in"
+FRESH_GRADIENTS = "each optimisation step follows the gradient of its own batch"
 
 
 # --- the cases ----------------------------------------------------------------------------------------------
@@ -178,6 +179,15 @@ BUGS: list[SealedCase] = [
         "cannot leave (-1, 1) degree and every gaze is served as nearly straight ahead.",
         UNITS,
     ),
+    SealedCase(
+        "gaze_manual_step_without_zero_grad",
+        "gaze estimation from eye crops (manual optimisation)",
+        m.GazeNetManualNoZeroGrad,
+        gaze_data,
+        "The hand-written optimisation step never zeroes the gradients: each backward adds to the sum of "
+        "every earlier batch's, each step follows that stale sum, and the served gaze stays coarse.",
+        FRESH_GRADIENTS,
+    ),
 ]
 
 HEALTHY: list[SealedCase] = [
@@ -219,6 +229,12 @@ HEALTHY: list[SealedCase] = [
             "gaze_tanh_head_normalised",
             "gaze estimation (a tanh head on angles over 40 degrees)",
             m.GazeNetTanh,
+            gaze_data,
+        ),
+        (
+            "gaze_manual_clipped_steps",
+            "gaze estimation (manual optimisation: zero, backward, clip to norm 1, step, by hand)",
+            m.GazeNetManual,
             gaze_data,
         ),
     )
