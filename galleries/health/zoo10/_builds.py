@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 from torch.optim import SGD, Adam, AdamW
 from torch.optim.lr_scheduler import ChainedScheduler, ConstantLR, CosineAnnealingWarmRestarts, StepLR
+from torch.utils.data import DataLoader, Dataset
 
 from galleries.health.zoo1 import _data as data
 from galleries.health.zoo10._models import (
@@ -38,15 +39,19 @@ def pendulum(rows: int, seed: int = 0, horizon: float = 3.0) -> tuple[Tensor, Te
     """Damped pendulum states ``(theta, omega)`` (angles in radians) and the states ``horizon`` seconds later
     (RK4, 120 steps)."""
     g = _gen(seed)
-    s = torch.stack([4 * torch.rand(rows, generator=g) - 2, 3 * torch.rand(rows, generator=g) - 1.5], 1)
-    x, h = s.clone(), horizon / 120
-    for _ in range(120):
+    x = torch.stack([4 * torch.rand(rows, generator=g) - 2, 3 * torch.rand(rows, generator=g) - 1.5], 1)
+    return x, _integrate(x, horizon)
+
+
+def _integrate(s: Tensor, horizon: float = 3.0, steps: int = 120) -> Tensor:
+    h = horizon / steps
+    for _ in range(steps):
         k1 = _pendulum_field(s)
         k2 = _pendulum_field(s + h / 2 * k1)
         k3 = _pendulum_field(s + h / 2 * k2)
         k4 = _pendulum_field(s + h * k3)
         s = s + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-    return x, s
+    return s
 
 
 def _digits(images: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -130,6 +135,30 @@ def pendulum_degrees(bad: bool = True):
 def pendulum_adamw_lr(lr: float = 0.3):
     """The pendulum's flow map, AdamW at ``0.3`` (meant ``3e-3``), read in order."""
     return _pendulum(lambda p: AdamW(p, lr=lr, weight_decay=0.01), shuffle=False)
+
+
+class SimulatedPendulum(Dataset):
+    """Pendulum states whose targets are integrated on every read (RK4, 24 steps, one state at a time): a
+    dataset that simulates instead of caching."""
+
+    def __init__(self, x: Tensor) -> None:
+        self.x = x
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> tuple[Tensor, Tensor]:
+        return self.x[i], _integrate(self.x[i : i + 1], steps=24)[0]
+
+
+def pendulum_simulated_on_read(cached: bool = False):
+    """The pendulum's flow map, Adam ``3e-3``; the dataset integrates each state's future on every read (no
+    cache, no workers; ``cached``: the table computed once, the fix)."""
+    model, train, _ = _pendulum(lambda p: Adam(p, lr=3e-3))
+    if cached:
+        return model, train, None
+    x = train.dataset.tensors[0]
+    return model, DataLoader(SimulatedPendulum(x), 32, shuffle=True, generator=_gen(0)), None
 
 
 UNFREEZE_STEP = 100

@@ -129,6 +129,14 @@ def mixer_overfits(r: PlainRecorder) -> None:
     assert train[-1] < 0.05 * train[best], (train[-1], train[best])
 
 
+def pendulum_stall(r: PlainRecorder) -> None:
+    # 32 states a batch, each integrated on read (~2-3 ms): the loop waits on data most of the time
+    fixed = twin(functools.partial(build.pendulum_simulated_on_read, cached=True), max_steps=40)
+    wait, work = sum(r.wait_s), sum(r.step_s)
+    assert wait > 39 * 0.03 and wait > 2 * work and sum(fixed.wait_s) < 0.1 * wait, (wait, work, fixed.wait_s)
+    assert finite(r.losses) and mean(r.losses[-10:]) < mean(r.losses[:10])  # it trains, slowly in time
+
+
 # ------------------------------------------------------------------------------------------ healthy
 def mixer_noise_trains(r: PlainRecorder) -> None:
     trains(r, 0.8)  # validated on clean labels

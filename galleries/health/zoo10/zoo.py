@@ -129,6 +129,16 @@ PROBLEM_CASES: list[FieldCase] = [
         onset_step=proof.OVERFIT_ONSET,
         trainer_kwargs={"check_val_every_n_epoch": 5},
     ),
+    case(
+        "pendulum_dataset_integrates_each_state_on_read",
+        build.pendulum_simulated_on_read,
+        "data_stall",
+        proof.pendulum_stall,
+        "A dataset that runs the simulator on every read: each state's future integrated by RK4 one state at "
+        "a time in __getitem__ (no cached table, no workers); the loop waits for data most of the time.",
+        max_steps=40,
+        check_every=5,
+    ),
 ]
 
 REPAIRABLE: tuple[str, ...] = (
