@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.optim import SGD, Adam, AdamW
 from torch.optim.lr_scheduler import ChainedScheduler, ConstantLR, CosineAnnealingWarmRestarts, StepLR
 from torch.utils.data import DataLoader, Dataset
@@ -135,6 +135,17 @@ def pendulum_degrees(bad: bool = True):
 def pendulum_adamw_lr(lr: float = 0.3):
     """The pendulum's flow map, AdamW at ``0.3`` (meant ``3e-3``), read in order."""
     return _pendulum(lambda p: AdamW(p, lr=lr, weight_decay=0.01), shuffle=False)
+
+
+def contrastive_tanh_init(std: float | None = 1.0):
+    """InfoNCE on digits with a tanh encoder, Adam ``1e-3``; its body's layers initialised from ``N(0, 1)``
+    (``std=None``: PyTorch's default, the fix)."""
+    net = Encoder(act=nn.Tanh)
+    if std is not None:
+        for layer in net.body:
+            if isinstance(layer, nn.Linear):
+                nn.init.normal_(layer.weight, std=std)
+    return _contrastive(lambda p: Adam(p, lr=1e-3), net=net)
 
 
 class SimulatedPendulum(Dataset):

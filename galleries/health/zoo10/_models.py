@@ -17,12 +17,13 @@ __all__ = ["MLP", "ContrastiveTask", "Encoder", "EulerStepper", "GaussianNLLTask
 
 
 class Encoder(nn.Module):
-    """A ReLU MLP from 64 pixels to a ``dim``-d embedding, with a linear projection head (as SimCLR)."""
+    """An MLP (``act``: ReLU) from 64 pixels to a ``dim``-d embedding, with a linear projection head (as
+    SimCLR)."""
 
-    def __init__(self, width: int = 128, dim: int = 32) -> None:
+    def __init__(self, width: int = 128, dim: int = 32, act: type[nn.Module] = nn.ReLU) -> None:
         super().__init__()
-        self.body = MLP([64, width, width])
-        self.act = nn.ReLU()
+        self.body = MLP([64, width, width], act=act)
+        self.act = act()
         self.projector = nn.Linear(width, dim)
 
     def forward(self, x: Tensor) -> Tensor:

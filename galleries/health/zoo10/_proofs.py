@@ -11,12 +11,17 @@ from __future__ import annotations
 import functools
 import math
 import statistics
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
 
 from galleries.health.field._case import PlainRecorder
 from galleries.health.zoo1._proofs import mean, twin
 from galleries.health.zoo2._proofs import finite, first_nonfinite, rows_zero
 from galleries.health.zoo3._proofs import repair_room, trains
 from galleries.health.zoo10 import _builds as build
+from lightning_recipes.testing.trainers import fast_trainer
 
 LN10, LN_VAL = math.log(10), math.log(397)  # InfoNCE over the one validation batch of 397 digits
 LN_BATCH = math.log(
@@ -127,6 +132,36 @@ def mixer_overfits(r: PlainRecorder) -> None:
     final, lowest = repair_room(r)
     assert final > 1.3 * lowest and min(val[best + 1 :]) > lowest, (final, lowest)
     assert train[-1] < 0.05 * train[best], (train[-1], train[best])
+
+
+class TanhProbe(pl.Callback):
+    """The fraction of the encoder's second tanh layer's outputs beyond +-0.99 on each training batch."""
+
+    def __init__(self) -> None:
+        self.saturated: list[float] = []
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, *args: Any
+    ) -> None:
+        with torch.no_grad():
+            h = pl_module.net.body(batch[0])
+        self.saturated.append(float((h.abs() > 0.99).float().mean()))
+
+
+def _tanh_saturation(std: float | None) -> TanhProbe:
+    torch.manual_seed(0)
+    model, train, _ = build.contrastive_tanh_init(std)
+    probe = TanhProbe()
+    fast_trainer(max_steps=300, max_epochs=1000, callbacks=[probe], limit_val_batches=0).fit(model, train)
+    return probe
+
+
+def contrastive_init_saturates(r: PlainRecorder) -> None:
+    bad, good = _tanh_saturation(1.0), _tanh_saturation(None)
+    assert min(bad.saturated) > 0.6 and max(good.saturated) < 0.05, (min(bad.saturated), max(good.saturated))
+    fixed = twin(functools.partial(build.contrastive_tanh_init, std=None), max_steps=300)
+    assert fixed.val_losses[-1] < 0.8 * r.val_losses[-1], (fixed.val_losses, r.val_losses)
+    assert max(fixed.val_losses) < min(r.val_losses), (fixed.val_losses, r.val_losses)  # worse from the start
 
 
 def pendulum_stall(r: PlainRecorder) -> None:

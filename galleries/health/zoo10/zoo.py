@@ -130,6 +130,16 @@ PROBLEM_CASES: list[FieldCase] = [
         trainer_kwargs={"check_val_every_n_epoch": 5},
     ),
     case(
+        "contrastive_tanh_encoder_initialised_n01",
+        build.contrastive_tanh_init,
+        "initialisation",
+        proof.contrastive_init_saturates,
+        "Saturation from initialisation: a tanh encoder for InfoNCE whose layers were initialised from "
+        "N(0, 1) (std 1 for 64- and 128-wide inputs, ~10x Xavier's); ~80% of the second layer's units sit "
+        "beyond +-0.99 throughout, validation ends 1.5x worse than with the default init.",
+        also_allowed=("saturated_activations",),
+    ),
+    case(
         "pendulum_dataset_integrates_each_state_on_read",
         build.pendulum_simulated_on_read,
         "data_stall",
