@@ -247,3 +247,13 @@ def pendulum_gaussian_nll():
 def pendulum_tiny_val():
     """The pendulum's flow map, Adam ``3e-3``, validated on 8 states."""
     return _pendulum(lambda p: Adam(p, lr=3e-3), val_rows=8)
+
+
+def mixer_adam_1e2():
+    """A Mixer, Adam at ``1e-2`` (3x the usual): aggressive and stable."""
+    return _mixer(lambda p: Adam(p, lr=1e-2))
+
+
+def contrastive_slow():
+    """InfoNCE on digits, Adam ``1e-4``: slow and steady."""
+    return _contrastive(lambda p: Adam(p, lr=1e-4))

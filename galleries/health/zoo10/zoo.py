@@ -218,6 +218,22 @@ HEALTHY_CASES: list[FieldCase] = [
         "InfoNCE with SGD 0.1 and momentum 0.9 (the dampened run's twin): the first gradients are >4x the "
         "run's median, harmless; the loss falls well below where it started.",
     ),
+    case(
+        "mixer_adam_1e2_aggressive_but_stable",
+        build.mixer_adam_1e2,
+        None,
+        proof.mixer_aggressive_trains,
+        "A Mixer with Adam at 1e-2 (3x the usual): a bumpy but stable descent to a low validation loss.",
+        trainer_kwargs=_every(25),
+    ),
+    case(
+        "contrastive_adam_1e4_slow_and_steady",
+        build.contrastive_slow,
+        None,
+        proof.contrastive_slow_trains,
+        "InfoNCE with Adam at 1e-4: slow, every validation better than the last, well below ln(397) at the "
+        "end.",
+    ),
 ]
 
 CASES: list[FieldCase] = PROBLEM_CASES + HEALTHY_CASES
