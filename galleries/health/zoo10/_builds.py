@@ -148,6 +148,22 @@ def contrastive_tanh_init(std: float | None = 1.0):
     return _contrastive(lambda p: Adam(p, lr=1e-3), net=net)
 
 
+def pendulum_field_init(std: float | None = 1.0):
+    """The pendulum's flow map, Adam ``3e-3``; every layer of the tanh vector field initialised from
+    ``N(0, 1)`` (``std=None``: PyTorch's default, the fix)."""
+    net = EulerStepper()
+    if std is not None:
+        for layer in net.field:
+            if isinstance(layer, nn.Linear):
+                nn.init.normal_(layer.weight, std=std)
+    return _pendulum(lambda p: Adam(p, lr=3e-3), net=net)
+
+
+def pendulum_sgd(lr: float = 0.1):
+    """The pendulum's flow map, SGD at ``0.1`` with momentum 0.9 and dampening 0.5 (meant ``0.01``)."""
+    return _pendulum(lambda p: SGD(p, lr=lr, momentum=0.9, dampening=0.5))
+
+
 class SimulatedPendulum(Dataset):
     """Pendulum states whose targets are integrated on every read (RK4, 24 steps, one state at a time): a
     dataset that simulates instead of caching."""

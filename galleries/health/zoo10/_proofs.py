@@ -31,6 +31,7 @@ PENDULUM_VARIANCE = float(build.pendulum(500, 1)[1].var(0, unbiased=False).mean(
 DEGREE_ONSET = build.DEGREE_ROWS[0] // 32  # the batch of the first row in degrees (read in order)
 INF_BATCH = build.INF_ROW // 32
 STEP_DECAY_ONSET = 20  # StepLR(10, 0.1) stepped per batch: 100x down from here
+SGD_ONSET = 5  # the loss falls at step 1, then climbs: above 10x its lowest for good from here
 OVERFIT_ONSET = 35  # after the 7th validation (every 5 steps) the validation loss never returns to its best
 EVERY = {"val_check_interval": 25, "check_val_every_n_epoch": None}
 
@@ -131,6 +132,30 @@ def mixer_overfits(r: PlainRecorder) -> None:
     final, lowest = repair_room(r)
     assert final > 1.3 * lowest and min(val[best + 1 :]) > lowest, (final, lowest)
     assert train[-1] < 0.05 * train[best], (train[-1], train[best])
+
+
+def _diverged_from(losses: list[float]) -> int:
+    """The first step from which every training loss stays above 10x the run's lowest."""
+    floor = min(losses)
+    return next(s for s in range(len(losses)) if all(v > 10 * floor for v in losses[s:]))
+
+
+def pendulum_sgd_diverges(r: PlainRecorder) -> None:
+    assert _diverged_from(r.losses) == SGD_ONSET, _diverged_from(r.losses)
+    assert r.losses[SGD_ONSET] > r.losses[0] and r.losses[1] < r.losses[0]  # a good first step, then up
+    assert finite(r.losses) and min(r.losses[20:]) > 1e6, min(r.losses[20:])
+    fixed = twin(functools.partial(build.pendulum_sgd, lr=0.01), max_steps=300, **EVERY)
+    typical = statistics.median(fixed.grad_norms)
+    assert min(r.grad_norms[SGD_ONSET:]) > 20 * typical, (min(r.grad_norms[SGD_ONSET:]), typical)
+    assert fixed.val_losses[-1] < 0.3 * PENDULUM_VARIANCE and min(r.val_losses) > 1000 * fixed.val_losses[-1]
+
+
+def pendulum_init_explodes(r: PlainRecorder) -> None:
+    fixed = twin(functools.partial(build.pendulum_field_init, std=None), max_steps=300, **EVERY)
+    assert r.grad_norms[0] > 50 * fixed.grad_norms[0], (r.grad_norms[0], fixed.grad_norms[0])
+    ratio = statistics.median(r.grad_norms) / statistics.median(fixed.grad_norms)
+    assert ratio > 100 and mean(r.losses[:10]) > 30 * mean(fixed.losses[:10]), (ratio, r.losses[:10])
+    assert r.val_losses[-1] > 20 * fixed.val_losses[-1], (r.val_losses, fixed.val_losses)
 
 
 class TanhProbe(pl.Callback):

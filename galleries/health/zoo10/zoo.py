@@ -83,6 +83,29 @@ PROBLEM_CASES: list[FieldCase] = [
         also_allowed=("exploding_gradients",),
         trainer_kwargs=_every(25),
     ),
+    # -- pair: gradients in the thousands, from initialisation / from an LR 10x too high
+    case(
+        "pendulum_vector_field_initialised_n01",
+        build.pendulum_field_init,
+        "initialisation",
+        proof.pendulum_init_explodes,
+        "Exploding gradients from initialisation: the pendulum stepper's tanh vector field initialised from "
+        "N(0, 1) on every layer (PyTorch's default std is 0.41 and 0.07); from step 0 the loss is in the "
+        "hundreds and the gradients >100x the fixed run's, validation ends 20x worse.",
+        also_allowed=("exploding_gradients", "saturated_activations"),
+        trainer_kwargs=_every(25),
+    ),
+    case(
+        "pendulum_sgd_lr_10x_diverges",
+        build.pendulum_sgd,
+        "lr_too_high",
+        proof.pendulum_sgd_diverges,
+        "Divergence from an LR 10x too high: the pendulum stepper, SGD at 0.1 with momentum 0.9 and "
+        "dampening 0.5 (meant 0.01); one good step, then the loss climbs past 1e6 and stays there, finite.",
+        onset_step=proof.SGD_ONSET,
+        also_allowed=("exploding_gradients", "nonfinite_activations"),
+        trainer_kwargs=_every(25),
+    ),
     # -- pair: the Mixer's loss stops falling mid-run, from a frozen body / from a collapsed LR
     case(
         "mixer_blocks_unfrozen_after_optimizer_built",
