@@ -187,3 +187,10 @@ def film_noisy_trains(r: PlainRecorder) -> None:
 def film_adafactor_trains(r: PlainRecorder) -> None:
     trains(r, 0.2 * FILM_VARIANCE)
     assert r.lrs[0] == [0.05]
+
+
+def film_raw_offset_trains(r: PlainRecorder) -> None:
+    trains(r, 0.5 * FILM_VARIANCE)
+    early, late = statistics.median(r.grad_norms[:20]), statistics.median(r.grad_norms[-100:])
+    assert early > 20 * late, (early, late)  # the climb to the level of 20: huge gradients, then ordinary
+    assert mean(r.losses[:5]) > 300 * r.val_losses[-1], (r.losses[:5], r.val_losses)

@@ -191,6 +191,13 @@ HEALTHY_CASES: list[FieldCase] = [
         proof.film_adafactor_trains,
         "Adafactor at 0.05 on the FiLM regressor (25x its siblings' Adam LR): aggressive, stable, trains.",
     ),
+    _case(
+        "film_uncentred_targets_level_20",
+        build.film_raw_offset_targets,
+        None,
+        proof.film_raw_offset_trains,
+        "FiLM targets left at a level of 20 (uncentred), Adam 1e-2: huge first gradients, then it trains.",
+    ),
 ]
 
 CASES: list[FieldCase] = PROBLEM_CASES + HEALTHY_CASES
