@@ -16,7 +16,7 @@ import torch
 
 from galleries.health.field._case import PlainRecorder
 from galleries.health.zoo1._proofs import mean, twin
-from galleries.health.zoo2._proofs import finite, first_nonfinite
+from galleries.health.zoo2._proofs import finite, first_nonfinite, rows_zero
 from galleries.health.zoo3._proofs import repair_room, trains
 from galleries.health.zoo11 import _builds as build
 
@@ -194,3 +194,12 @@ def film_raw_offset_trains(r: PlainRecorder) -> None:
     early, late = statistics.median(r.grad_norms[:20]), statistics.median(r.grad_norms[-100:])
     assert early > 20 * late, (early, late)  # the climb to the level of 20: huge gradients, then ordinary
     assert mean(r.losses[:5]) > 300 * r.val_losses[-1], (r.losses[:5], r.val_losses)
+
+
+def wine_init_dead(r: PlainRecorder) -> None:
+    assert min(z["net.0.weight"] for z in r.zero_grad_rows) == 1.0  # every first-layer unit dead, every batch
+    # about the prior (uniform over 3 cultivars), from the start
+    assert all(abs(v - LN3) < 0.02 * LN3 for v in r.val_losses), r.val_losses
+    fixed = twin(functools.partial(build.wine_bias_init, bias=None), max_steps=300)
+    # (its last batch of an epoch holds 2 rows: there some units are idle for both, so the mean)
+    assert rows_zero(fixed, "net.0.weight") < 0.2 and fixed.val_losses[-1] < 0.1 * LN3, fixed.val_losses

@@ -4,8 +4,8 @@ wine), new optimizers and schedules (SGD with dampening, Adafactor, a ChainedSch
 ExponentialLR, StepLR), new bugs (a physics damping ratio passed as SGD's ``dampening``, an optimizer built
 over the readout only, contrastive pairs shuffled apart, a hand-written decoupled decay missing its ``1 -``, a
 train/validation split swapped, an exponential decay with its sign flipped, a per-epoch StepLR stepped per
-step, targets logged in millimetres, a missing reading left NaN, targets integrated on every read), blind
-pairs, runs a repair could save, healthy look-alikes.
+step, targets logged in millimetres, a missing reading left NaN, targets integrated on every read,
+first-layer biases started at -3), blind pairs, runs a repair could save, healthy look-alikes.
 
 Written blind (without reading HealthMonitor's rules), each run different in task or bug from the sealed zoos
 before it. Each problem run holds one bug a user could have written; ``expected`` names the cause a careful
@@ -91,7 +91,7 @@ PROBLEM_CASES: list[FieldCase] = [
         also_allowed=LR_BLOWUP,
         trainer_kwargs=every(25),
     ),
-    # -- single causes
+    # -- blind pair: a wine MLP whose CE stays near ln 3 from step 0
     _case(
         "wine_hand_written_decay_missing_one_minus",
         build.wine_hand_decay,
@@ -101,6 +101,17 @@ PROBLEM_CASES: list[FieldCase] = [
         "each Adam step: every weight is multiplied by 1e-5 each step; the wine MLP's CE stays at ln 3.",
         also_allowed=("loss_plateau", "vanishing_gradients"),
     ),
+    _case(
+        "wine_first_layer_bias_init_minus_3_dead",
+        build.wine_bias_init,
+        "initialisation",
+        proof.wine_init_dead,
+        "Learns nothing from initialisation: a wine MLP whose first layer's biases start at -3 (a "
+        "sparse-coding recipe's threshold, meant for raw inputs in the hundreds; these are standardised); "
+        "every first-layer unit is dead on every batch from step 0 and the CE stays near ln 3.",
+        also_allowed=("dead_units", "not_learning", "loss_plateau"),
+    ),
+    # -- single causes
     _case(
         "wine_train_val_split_swapped_overfits",
         build.wine_split_swapped,
