@@ -901,12 +901,14 @@ def combine(
         firsts = [f[0] for f, n, r in zip(column("loss_first_nonfinite"), counts, losses) if n > r[0]]
         data.first_nonfinite_step = round(min(firsts)) if firsts else None
     if "input_free" in layout:  # sums over ranks: the paired differences of every sampled batch
-        total, squares, count, guess = (sum(r[k] for r in column("input_free")) for k in range(4))
+        sums = [sum(r[k] for r in column("input_free")) for k in range(6)]
+        total, squares, count, guess, floor, floors = sums
         if count >= 2:
             data.input_free_gap = total / count
             spread = max(squares / count - data.input_free_gap**2, 0.0)
             data.input_free_gap_se = math.sqrt(spread / (count - 1))
             data.input_free_loss = guess / count
+            data.loss_floor = floor / count if floors == count else math.nan  # every call's floor, or none
     waits = [r for r in column("wait") if r[0] >= 0]
     data.wait_fraction = max(r[0] for r in waits) if waits else None
     data.wait_per_batch_s = max(r[1] for r in waits) if waits else None
@@ -1202,6 +1204,16 @@ INPUT_FREE_LOSSES: dict[Any, tuple[int, ...]] = {
     torch.nn.functional.binary_cross_entropy_with_logits: (0,),
     torch.nn.functional.binary_cross_entropy: (0,),
 }
+#: Losses whose minimum over the prediction is the target itself: the loss of the target as its own
+#: prediction is the floor (the constant a full Gaussian likelihood or soft BCE targets carry).
+FLOOR_AT_TARGET = {
+    torch.nn.functional.mse_loss,
+    torch.nn.functional.l1_loss,
+    torch.nn.functional.smooth_l1_loss,
+    torch.nn.functional.huber_loss,
+    torch.nn.functional.gaussian_nll_loss,
+    torch.nn.functional.binary_cross_entropy,
+}
 
 
 class InputFreeLoss(_SampledMode):
@@ -1221,16 +1233,19 @@ class InputFreeLoss(_SampledMode):
         super().__init__()
         self.sums: Tensor | None = None
         self.count = 0  # elements measured (a host count: shapes only)
+        self.floors = 0  # ... of which the loss's floor was measured too
 
     def clear(self) -> None:
-        self.sums, self.count = None, 0
+        self.sums, self.count, self.floors = None, 0, 0
 
     def pack(self, device: torch.device) -> Tensor:
-        """``[sum, sum of squares, count, input-free loss sum]`` since :meth:`clear` (zeros: none)."""
+        """``[sum, sum of squares, count, input-free loss sum, floor sum, floor count]`` since
+        :meth:`clear` (zeros: none)."""
         if self.sums is None:
-            return torch.zeros(4, device=device)
-        total, squares, guess = self.sums.to(device).unbind()
-        return torch.stack([total, squares, torch.full_like(total, float(self.count)), guess])
+            return torch.zeros(6, device=device)
+        total, squares, guess, floor = self.sums.to(device).unbind()
+        counts = [torch.full_like(total, float(n)) for n in (self.count, self.floors)]
+        return torch.stack([total, squares, counts[0], guess, floor, counts[1]])
 
     def __torch_function__(
         self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
@@ -1256,6 +1271,9 @@ class InputFreeLoss(_SampledMode):
         kwargs["reduction"] = "none"
         with torch.no_grad():  # no graph: the arguments need no detach
             own = func(*args, **kwargs)
+            target = args[1]
+            at_target = func in FLOOR_AT_TARGET and isinstance(target, Tensor) and target.shape == first.shape
+            floor = func(target.to(first.dtype), *args[1:], **kwargs) if at_target else torch.zeros_like(own)
             for i in predicted:
                 value = args[i] if i < len(args) else kwargs.get("var")
                 if isinstance(value, Tensor) and value.shape[:1] == first.shape[:1]:
@@ -1269,6 +1287,8 @@ class InputFreeLoss(_SampledMode):
                 return
             # float64 sums (a non-finite loss makes them NaN: no evidence from that interval)
             diff = guess.double() - own
-            row = torch.stack([diff.sum(), diff.square().sum(), guess.sum(dtype=torch.float64)])
+            sums = [diff.sum(), diff.square().sum(), guess.sum(dtype=torch.float64)]
+            row = torch.stack([*sums, floor.sum(dtype=torch.float64)])
             self.sums = row if self.sums is None else self.sums + row
             self.count += diff.numel()
+            self.floors += diff.numel() if at_target and floor.shape == own.shape else 0

@@ -181,10 +181,16 @@ class Evidence:
     def input_free(self) -> bool:
         """The loss no better than the model's own batch-mean prediction's, beyond noise."""
         d = self.data
-        gap, se, level = d.input_free_gap, d.input_free_gap_se, d.input_free_loss
+        gap, se, level = d.input_free_gap, d.input_free_gap_se, d.input_free_loss - self.loss_floor
         if not (math.isfinite(gap) and math.isfinite(se) and math.isfinite(level)):
             return False
         return gap + self.t["confidence_z"] * se <= self.t["trivial_band"] * abs(level)
+
+    @property
+    def loss_floor(self) -> float:
+        """The loss's floor where measured (the target as its own prediction: a full Gaussian likelihood's
+        constant), else 0: levels are judged above it, so a constant in the loss inflates no share."""
+        return self.data.loss_floor if math.isfinite(self.data.loss_floor) else 0.0
 
     @property
     def shrunk(self) -> bool:

@@ -617,7 +617,7 @@ def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decis
     if not k:
         return None
     window_steps, means, _ = e.window(k)
-    if min(means) < (1.0 - t["trivial_band"]) * start:
+    if min(means) - e.loss_floor < (1.0 - t["trivial_band"]) * (start - e.loss_floor):
         return None  # it left the level of knowing nothing: it learns (or learned)
     # a ratio a constant added to the loss inflates: also needs the input-free level, or no fall since step 0
     if (not e.input_free) if e.level_known else e.left_start(k):

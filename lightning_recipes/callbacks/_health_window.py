@@ -166,6 +166,7 @@ class CheckData:
     input_free_gap: float = math.nan
     input_free_gap_se: float = math.nan
     input_free_loss: float = math.nan
+    loss_floor: float = math.nan  # the loss of the target as its own prediction (losses minimal there)
 
 
 @dataclass

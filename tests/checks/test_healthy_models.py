@@ -21,6 +21,7 @@ NOT_APPLICABLE = {
     "schedule": ("no scheduler configured",),
     "padding": ("does not say what is padding",),
     "validation_path": ("defines no `validation_step`",),
+    "training_pairs": ("validation batches",),
 }
 
 
