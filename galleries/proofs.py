@@ -59,6 +59,8 @@ PROOF_MODULES = (
     "galleries/preflight/sealed/test_proofs_s.py",
     "galleries/preflight/sealed/test_proofs_t.py",
     "galleries/preflight/sealed/test_proofs_u.py",
+    "galleries/preflight/sealed/test_proofs_v.py",
+    "galleries/preflight/sealed/test_proofs_w.py",
     "galleries/health/zoo1/test_proofs.py",
     "galleries/health/zoo2/test_proofs.py",
     "galleries/health/zoo3/test_proofs.py",
@@ -68,6 +70,8 @@ PROOF_MODULES = (
     "galleries/health/zoo7/test_proofs.py",
     "galleries/health/zoo8/test_proofs.py",
     "galleries/health/zoo9/test_proofs.py",
+    "galleries/health/zoo10/test_proofs.py",
+    "galleries/health/zoo11/test_proofs.py",
 )
 # The distributions the proofs train with: their pins in constraints.txt are part of the hash.
 PINNED = ("torch", "lightning", "transformers", "scikit-learn")
