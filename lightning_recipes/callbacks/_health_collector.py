@@ -901,8 +901,8 @@ def combine(
         firsts = [f[0] for f, n, r in zip(column("loss_first_nonfinite"), counts, losses) if n > r[0]]
         data.first_nonfinite_step = round(min(firsts)) if firsts else None
     if "input_free" in layout:  # sums over ranks: the paired differences of every sampled batch
-        sums = [sum(r[k] for r in column("input_free")) for k in range(6)]
-        total, squares, count, guess, floor, floors = sums
+        summed = [float(sum(r[k] for r in column("input_free"))) for k in range(6)]
+        total, squares, count, guess, floor, floors = summed
         if count >= 2:
             data.input_free_gap = total / count
             spread = max(squares / count - data.input_free_gap**2, 0.0)
@@ -1233,17 +1233,19 @@ class InputFreeLoss(_SampledMode):
         super().__init__()
         self.sums: Tensor | None = None
         self.count = 0  # elements measured (a host count: shapes only)
-        self.floors = 0  # ... of which the loss's floor was measured too
+        self.floor: Tensor | None = None  # the sum of the losses of the targets as their own predictions
+        self.floors = 0  # ... over this many of the elements measured
 
     def clear(self) -> None:
-        self.sums, self.count, self.floors = None, 0, 0
+        self.sums, self.count, self.floor, self.floors = None, 0, None, 0
 
     def pack(self, device: torch.device) -> Tensor:
         """``[sum, sum of squares, count, input-free loss sum, floor sum, floor count]`` since
         :meth:`clear` (zeros: none)."""
         if self.sums is None:
             return torch.zeros(6, device=device)
-        total, squares, guess, floor = self.sums.to(device).unbind()
+        total, squares, guess = self.sums.to(device).unbind()
+        floor = self.floor.to(device) if self.floor is not None else torch.zeros_like(total)
         counts = [torch.full_like(total, float(n)) for n in (self.count, self.floors)]
         return torch.stack([total, squares, counts[0], guess, floor, counts[1]])
 
@@ -1273,7 +1275,7 @@ class InputFreeLoss(_SampledMode):
             own = func(*args, **kwargs)
             target = args[1]
             at_target = func in FLOOR_AT_TARGET and isinstance(target, Tensor) and target.shape == first.shape
-            floor = func(target.to(first.dtype), *args[1:], **kwargs) if at_target else torch.zeros_like(own)
+            floor = func(target.to(first.dtype), *args[1:], **kwargs) if at_target else None
             for i in predicted:
                 value = args[i] if i < len(args) else kwargs.get("var")
                 if isinstance(value, Tensor) and value.shape[:1] == first.shape[:1]:
@@ -1287,8 +1289,10 @@ class InputFreeLoss(_SampledMode):
                 return
             # float64 sums (a non-finite loss makes them NaN: no evidence from that interval)
             diff = guess.double() - own
-            sums = [diff.sum(), diff.square().sum(), guess.sum(dtype=torch.float64)]
-            row = torch.stack([*sums, floor.sum(dtype=torch.float64)])
+            row = torch.stack([diff.sum(), diff.square().sum(), guess.sum(dtype=torch.float64)])
             self.sums = row if self.sums is None else self.sums + row
             self.count += diff.numel()
-            self.floors += diff.numel() if at_target and floor.shape == own.shape else 0
+            if floor is not None and floor.shape == own.shape:  # a loss minimal at its target: its floor
+                floor = floor.sum(dtype=torch.float64)
+                self.floor = floor if self.floor is None else self.floor + floor
+                self.floors += diff.numel()
