@@ -1,5 +1,4 @@
-"""What a model's outputs and targets mean for the checks: how many classes (so the loss at init should be
-``ln C``), and which target value is padding."""
+"""What a model's outputs and targets mean for the checks: how many classes, and which target is padding."""
 
 from __future__ import annotations
 

@@ -152,8 +152,7 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
 
 
 def probe_hidden_unscored(context: CheckContext, batch: Any) -> Probe:
-    """(d) Where the model is shown only part of a float entry the loss scores (masked patches, gaps, a window
-    before its target), the loss scores some of the part it is denied, not only copies of what it is shown."""
+    """(d) A float entry the model is shown only in part: the loss scores some of the part it is denied."""
     floats = {k: t.detach() for k, _, t in entries(batch) if t.is_floating_point()}
     if not floats or not context.model.automatic_optimization:
         return Probe("no float batch entry, or manual optimisation (the loss cannot be replayed)")

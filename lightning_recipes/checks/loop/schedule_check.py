@@ -522,8 +522,7 @@ def _described(config: SchedulerConfig) -> str:
 def _collapses_at_any_length(
     configs: list[SchedulerConfig], run: RunLength, collapse: float, low: float
 ) -> dict[str, Any] | None:
-    """Run length unknown: an LR at 0 all of epoch 0, or collapsed in epoch ``e`` (0, 1) for runs of ``e + 2``
-    to ``horizon`` epochs (a run that ends before the collapse is not judged)."""
+    """Run length unknown: an LR at 0 all of epoch 0, or a collapse that holds for any length (the guide)."""
     if not (per_epoch := run.steps_per_epoch):
         return None
     horizon = max(3 * per_epoch, min(20 * per_epoch, 20_000))

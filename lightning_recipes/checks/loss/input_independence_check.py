@@ -41,8 +41,7 @@ class LossDrop(NamedTuple):
 
 
 def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
-    """Whether a training loss fell by more than 2 standard errors of its own noise (each batch's first and
-    last visit, else the two halves); a non-finite loss, or under 4 steps, is no evidence.
+    """Whether a loss fell by over 2 SE of its noise (each batch's first vs last visit, else the two halves).
 
     Example:
         >>> loss_drop([2.0, 2.2, 1.8, 2.0] * 4, num_batches=4).fell  # lr = 0: the same losses again

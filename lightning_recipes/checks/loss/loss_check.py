@@ -1,5 +1,4 @@
-"""Check what a correct loss must satisfy, without training: every target value moves it, its floor is its
-own minimum, targets on the output's scale, bounded below, each prediction scored against its own target."""
+"""Check what a correct loss must satisfy, without training (its parts: :class:`LossCheck`)."""
 
 from __future__ import annotations
 

@@ -218,8 +218,7 @@ def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -
 
 
 def _replacement(inputs: Tensor, seed: int) -> Tensor:
-    """Different values everywhere: other ids (or whole-number floats: flags, counts) present in the batch,
-    or shifted floats."""
+    """Different values everywhere: other ids (or whole numbers) present in the batch, or shifted floats."""
     generator = torch.Generator(device="cpu").manual_seed(seed)
     if torch.is_floating_point(inputs) and not bool((inputs == inputs.round()).all()):  # sync: once
         noise = torch.randn(inputs.shape, generator=generator).to(inputs.device, inputs.dtype)

@@ -177,9 +177,7 @@ def _unread(context: CheckContext, names: list[str], limit: int = 8) -> list[str
 
 
 def _unread_entries(context: CheckContext, model: Any) -> list[str]:
-    """Per-sample batch entries (float, or integer with 2+ dims) whose even rows, given their odd neighbours'
-    content, leave ``model``'s loss bit for bit: supplied, never read (the model after the backward passes:
-    a zero-initialised head reads nothing before its first step). Run with grad: a step may hook a tensor."""
+    """Per-sample batch entries whose rows, given their neighbours' content, leave the loss bit for bit."""
     batch, found = context.train_batches(1)[0], []
     with preserved_rng():
         try:
