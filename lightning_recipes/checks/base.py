@@ -120,9 +120,6 @@ class SanityCheck(Callback):
         target_key: Index or key of the target tensor (default: ``batch[-1]`` or ``"y"``, ``"labels"``, ...).
         time_budget: Safety cap in seconds; ``None`` = none; ``"default"`` = the preflight's (30 s).
 
-    Raises:
-        ValueError: If ``on_fail``, a key or ``time_budget`` is not one of the values above.
-
     Example:
         >>> import torch
         >>> from lightning_recipes.checks import CheckContext, CheckResult, SanityCheck, preflight

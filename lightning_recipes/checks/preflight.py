@@ -119,10 +119,6 @@ def preflight(
         checks: Names from :data:`CHECKS` and/or configured check objects; ``None`` runs all.
         device: Device for the copies and batches; default: the model's.
 
-    Raises:
-        ValueError: If no training data is given, a check name is unknown, or an option is invalid.
-        TypeError: If ``print_report``, ``verbose`` or ``progress`` is not a bool.
-
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
         >>> report = preflight(TinyClassifier(lr=0.5), train_dataloaders=random_classification_loader())
@@ -170,10 +166,6 @@ class Preflight(Callback):
     Args:
         checks: Names from :data:`CHECKS` and/or configured check objects; ``None`` = all.
         on_fail: ``"raise"`` a :class:`~lightning_recipes.checks.PreflightError` on every rank, or ``"warn"``.
-
-    Raises:
-        ValueError: If ``on_fail`` or a check name is unknown, or an option is invalid.
-        TypeError: If ``print_report``, ``verbose`` or ``progress`` is not a bool.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader

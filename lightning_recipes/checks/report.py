@@ -144,9 +144,6 @@ class PreflightReport:
         results: One :class:`CheckResult` per check.
         seconds: Wall time of the whole run.
 
-    Raises:
-        PreflightError: From :meth:`raise_for_failures` when a check failed.
-
     Example:
         >>> results = [CheckResult("init_loss", "pass", "ok"), CheckResult("data", "warn", "hm")]
         >>> report = PreflightReport(results)

@@ -62,11 +62,11 @@ def test_relations_find_labels_that_no_longer_follow_the_inputs(shuffle):
     (x_t, y_t), (x_v, y_v) = _split(600, 0), _split(300, 1)
     if shuffle:
         y_t = y_t[torch.randperm(600, generator=torch.Generator().manual_seed(2))]
-    found = relations((x_t, y_t, {}), (x_v, y_v, {}), 2, False, both_ways=True)
+    found = relations((x_t, y_t, {}), (x_v, y_v, {}), 2, both_ways=True)
     failed = [r.fitted for r in found if r.level == "fail"]
     assert failed == (["val"] if shuffle else [])
     # the main target's rules are fitted on training only: training-side shuffles are training_pairs'
-    assert not [r for r in relations((x_t, y_t, {}), (x_v, y_v, {}), 2, False) if r.level == "fail"]
+    assert not [r for r in relations((x_t, y_t, {}), (x_v, y_v, {}), 2) if r.level == "fail"]
 
 
 def test_scan_samples_counts_blank_and_repeated_rows():

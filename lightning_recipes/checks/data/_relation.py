@@ -122,23 +122,17 @@ def _compare(
     return mean_own, float(other.mean()), math.sqrt(var_own + var_other + 1e-12)
 
 
-def relations(
-    train: Split, val: Split, classes: int, aligned: bool, both_ways: bool = False
-) -> list[Relation]:
-    """Every rule fitted on the training split's inputs and targets and scored on validation's; with
-    ``both_ways`` also fitted on validation and scored on training reads. For the main target that direction
-    is ``training_pairs``' with the user's own model: a rule this simple mistakes augmentation for broken
-    pairs (sealed gallery V)."""
+def relations(train: Split, val: Split, classes: int, both_ways: bool = False) -> list[Relation]:
+    """Every rule fitted on the training split and scored on validation's; ``both_ways``: also the other way
+    (for the main target that is ``training_pairs``': a rule this simple mistakes augmentation for it)."""
     if both_ways:
-        return relations(train, val, classes, aligned) + [
-            replace(r, fitted="val") for r in relations(val, train, classes, aligned)
+        return relations(train, val, classes) + [
+            replace(r, fitted="val") for r in relations(val, train, classes)
         ]
     (xf, yf, groups), (xo, yo, other) = train, val
     xf, yf, xo, yo = xf[:_MAX_SAMPLES], yf[:_MAX_SAMPLES], xo[:_MAX_SAMPLES], yo[:_MAX_SAMPLES]
     ordered = neighbours_alike(features(xf))
     held = torch.arange(len(yf)) >= (len(yf) + 1) // 2 if ordered else torch.arange(len(yf)) % 2 == 1
-    if aligned:
-        return _per_position(xf, yf, xo, yo, classes, held)
     a, b = features(xf), features(xo)  # scaled by the training split's spread
     mean, std = a.mean(0), a.std(0).clamp_min(1e-6)
     a, b = (a - mean) / std, (b - mean) / std
@@ -199,34 +193,6 @@ def _one_feature(
     columns = [f"{k}[:, {i}]" for k in names for i in range(features(fit[k][:1]).shape[1])]
     best = max(range(len(found)), key=lambda d: found[d].z)  # the first of the largest
     return [replace(found[best], feature=columns[best])]
-
-
-def _per_position(
-    x_fit: Tensor, y_fit: Tensor, x_other: Tensor, y_other: Tensor, classes: int, held: Tensor
-) -> list[Relation]:
-    """Input value at a position -> target at that position; scores averaged per sample."""
-
-    def pairs(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        x = x.float()
-        value = x if x.shape[1:] == y.shape[1:] else x.reshape(len(x), -1, *y.shape[1:]).mean(1)
-        valid = (y >= 0) if classes else torch.isfinite(y)
-        sample = torch.arange(len(y))[:, None].expand(len(y), y[0].numel()).reshape(-1)
-        keep = valid.reshape(-1)
-        return value.reshape(-1, 1)[keep], y.reshape(-1)[keep], sample[keep]
-
-    def per_sample(scores: Tensor, sample: Tensor) -> Tensor:  # positions of one sample are not independent
-        counts = torch.bincount(sample)
-        return (torch.zeros(len(counts)).index_add_(0, sample, scores) / counts.clamp_min(1))[counts > 0]
-
-    xa, ya, _ = pairs(x_fit[~held], y_fit[~held])
-    xb, yb, sb = pairs(x_fit[held], y_fit[held])
-    xc, yc, sc = pairs(x_other, y_other)
-    if len(ya) < 40 or len(yb) < 20 or len(yc) < 20:
-        return []
-    own = per_sample(lookup_scores(xa, ya, xb, yb, classes)[0], sb)  # per-sample means
-    cross = per_sample(lookup_scores(xa, ya, xc, yc, classes)[0], sc)
-    noise = math.sqrt(_mean_variance(own) + _mean_variance(cross) + 1e-12)
-    return [Relation("per position", "train", float(own.mean()), float(cross.mean()), noise, Z_FLOOR)]
 
 
 def _mean_variance(scores: Tensor) -> float:  # widened for dependent rows

@@ -86,10 +86,6 @@ class DataCheck(SanityCheck):
         blank_fractions: ``(warn, fail)`` fractions of blank samples.
         duplicate_fractions: ``(warn, fail)`` fractions of identical float samples.
 
-    Raises:
-        ValueError: If ``num_batches < 1``, ``num_classes < 2``, ``max_scale <= 0``, or a fraction pair is not
-            ``(warn, fail)`` in (0, 1] with ``warn <= fail``.
-
     Example:
         >>> from torch.utils.data import DataLoader, TensorDataset
         >>> from lightning_recipes.checks import CheckContext
@@ -353,18 +349,10 @@ class DataCheck(SanityCheck):
             y_t, y_v, classes = y_all[: len(y_t)], y_all[len(y_t) :], len(codes)
         if not relate or y_t.is_complex() or y_t.dtype == torch.bool:
             return
-        aligned = _aligned(x_t, y_t)
-        if not aligned and not (y_t.is_floating_point() or (classes and y_t.ndim == 1)):
-            details["relation"] = "not compared: a target per sample that is not aligned with the input"
+        if _aligned(x_t, y_t) or not (y_t.is_floating_point() or (classes and y_t.ndim == 1)):
+            details["relation"] = "not compared: a target per position or not per sample (training_pairs')"
             return
-        if not y_t.is_floating_point() and not classes:  # integer targets per position: tags, tokens
-            valid = torch.cat([y_t.flatten(), y_v.flatten()])
-            codes = torch.unique(valid[valid >= 0])
-            y_t, y_v = (
-                torch.where(y >= 0, torch.searchsorted(codes, y.clamp_min(0)), -1) for y in (y_t, y_v)
-            )
-            classes = len(codes)
-        found = relations((x_t, y_t, g_t), (x_v, y_v, g_v), classes, aligned)
+        found = relations((x_t, y_t, g_t), (x_v, y_v, g_v), classes)
         if (worst := self._pairing(found)) is not None:
             details["relation"] = worst.details()
 
@@ -400,7 +388,7 @@ class DataCheck(SanityCheck):
             if any(s is None or not s[1].is_floating_point() or not 1 <= s[1].ndim <= 2 for s in stacked):
                 continue
             (x_t, y_t, _), (x_v, y_v, _) = stacked  # type: ignore[misc]
-            found = relations((x_t, y_t, {}), (x_v, y_v, {}), 0, False, both_ways=True)
+            found = relations((x_t, y_t, {}), (x_v, y_v, {}), 0, both_ways=True)
             details.setdefault("further_targets", {})[str(key)] = [r.details() for r in found]
             self._pairing(found, f"target {key!r}")
 

@@ -41,10 +41,6 @@ class LoaderCheck(SanityCheck):
         min_expected: A class never served is a fail only when it should have been served this many times.
         target_key: Index or key of the target (default: the one the loss consumes).
 
-    Raises:
-        ValueError: If ``max_samples < 10``, ``min_expected <= 0``, ``z_threshold <= 0`` or ``rarer_ratios``
-            is not ``(warn, fail)`` in (0, 1) with ``fail <= warn``.
-
     Example:
         >>> import torch
         >>> from torch.utils.data import DataLoader, TensorDataset, WeightedRandomSampler

@@ -41,9 +41,6 @@ class SplitOverlapCheck(SanityCheck):
         warn_fraction: Estimated overlap (fraction of the validation set) from which the check warns.
         fail_fraction: Estimated overlap from which it fails.
 
-    Raises:
-        ValueError: If ``num_batches < 1``, a similarity or fraction is outside (0, 1] or warn > fail.
-
     Example:
         >>> import torch
         >>> from torch.utils.data import DataLoader, TensorDataset

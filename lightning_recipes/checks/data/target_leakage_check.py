@@ -45,10 +45,6 @@ class TargetLeakageCheck(SanityCheck):
         too_good_fraction: (c) held-out loss below this fraction of ``ln C`` warns.
         target_as_input: (0) test whether the model's output changes with the target alone.
 
-    Raises:
-        ValueError: If a count is out of range or a fraction is not in (0, 1].
-        TypeError: If ``target_as_input`` is not a bool.
-
     Example:
         >>> import torch
         >>> from lightning_recipes.checks import preflight

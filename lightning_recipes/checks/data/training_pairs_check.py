@@ -23,11 +23,8 @@ MIN_FALL = 0.05  # the gap, as a share of the untrained copy's loss, below which
 
 
 class TrainingPairsCheck(SanityCheck):
-    """Train two copies from one init, one on training batches and one on half of each validation batch; on
-    the other halves the copy taught by training batches must not be far worse (the guide has the bounds).
-    Training data that teaches less than a few validation samples holds pairs its loader broke: a transform
-    that moves the input but not its target (a flip, a shift, a swap, a mix), or labels gone wrong. Judged
-    for losses that are never negative. Cost: ``2 x max_steps`` steps on copies.
+    """A copy taught by training batches is not far worse, on half of each validation batch, than one taught
+    by the other halves (the guide has the bounds). Cost: ``2 x max_steps`` steps on copies.
 
     Args:
         max_steps: Training steps of each copy (fixed work: the verdict does not depend on machine load).
@@ -35,9 +32,6 @@ class TrainingPairsCheck(SanityCheck):
         num_samples: Samples kept from each training batch and taught from each validation batch.
         gaps: ``(warn, fail)``: the training-taught copy's held-out loss above the other's, as a share of
             the larger, that it exceeds at 99% confidence.
-
-    Raises:
-        ValueError: If a count is < 1, or ``gaps`` is not ``(warn, fail)`` with ``0 < warn <= fail < 1``.
 
     Example:
         >>> from lightning_recipes.checks import preflight

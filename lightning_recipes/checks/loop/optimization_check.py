@@ -38,9 +38,6 @@ class OptimizationCheck(SanityCheck):
         steps: Training batches of the trial fit at most.
         max_samples: Samples of the first training batch used.
 
-    Raises:
-        ValueError: If ``steps < 2`` or ``max_samples < 1``.
-
     Example:
         >>> from lightning_recipes.checks import preflight
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader

@@ -147,9 +147,6 @@ class ScheduleCheck(SanityCheck):
         low: A warm-up has not finished while the LR is below this fraction of its base.
         growth: The LR grows without bound when it ends above this multiple of its first value.
 
-    Raises:
-        ValueError: If a value is not positive, ``collapse > low`` or ``growth <= 1``.
-
     Example:
         >>> import torch
         >>> from lightning_recipes.checks import preflight

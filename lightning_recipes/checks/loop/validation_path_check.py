@@ -41,9 +41,6 @@ class ValidationPathCheck(SanityCheck):
         steps: Training batches of the trial fit at most (it stops once the loss halved, after >= 8).
         max_samples: Samples of the first training batch used.
 
-    Raises:
-        ValueError: If ``min_share`` is outside (0, 1), ``steps < 3`` or ``max_samples < 1``.
-
     Example:
         >>> from lightning_recipes.checks import preflight
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader

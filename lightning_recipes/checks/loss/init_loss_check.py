@@ -38,10 +38,6 @@ class InitLossCheck(SanityCheck):
         high_rtol: Relative excess that gives ``"fail"`` (default 1.0: twice the expected loss).
         low_rtol: Relative shortfall that gives ``"fail"`` (default 0.5: half the expected loss).
 
-    Raises:
-        ValueError: If a tolerance is not positive, ``num_batches < 1``, ``num_classes < 2`` or
-            ``expected_loss`` is not finite.
-
     Example:
         >>> from lightning_recipes.checks import CheckContext
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader

@@ -111,9 +111,6 @@ class InputIndependenceCheck(SanityCheck):
         min_improvement: Relative training gain over the permuted copy a relation shows at the least.
         num_samples: Samples kept from each training batch (``None``: whole batches).
 
-    Raises:
-        ValueError: If a count is < 1 or ``min_improvement`` is outside [0, 1).
-
     Example:
         >>> from lightning_recipes.checks import preflight
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader

@@ -49,9 +49,6 @@ class LossCheck(SanityCheck):
     Args:
         num_batches: Training batches to read (the first judges, the others confirm per-class verdicts).
 
-    Raises:
-        ValueError: If ``num_batches < 1``.
-
     Example:
         >>> from torch.nn import functional as F
         >>> from lightning_recipes.checks import preflight

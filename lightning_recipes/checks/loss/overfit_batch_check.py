@@ -42,9 +42,6 @@ class OverfitBatchCheck(SanityCheck):
         target_ratio: Pass when the loss falls to this fraction of its initial value, in (0, 1).
         num_samples: Samples taken from the first batch (``None``: the whole batch).
 
-    Raises:
-        ValueError: If ``max_steps < 1``, ``target_ratio`` is outside (0, 1) or ``num_samples < 1``.
-
     Example:
         >>> from lightning_recipes.checks import preflight
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader

@@ -40,9 +40,6 @@ class BatchIndependenceCheck(SanityCheck):
         num_samples: Samples of the first batch used (at least 2).
         rtol: Relative tolerance: a cross-sample effect above ``rtol`` x the own-sample effect is mixing.
 
-    Raises:
-        ValueError: If ``num_samples < 2`` or ``rtol`` is not in (0, 1).
-
     Example:
         >>> from lightning_recipes.checks import CheckContext
         >>> from lightning_recipes.testing import TinyTransformerLM, random_token_loader

@@ -32,9 +32,6 @@ class CausalityCheck(SanityCheck):
         num_samples: Sequences of the first batch used.
         rtol: A dependence larger than ``rtol`` x the largest effect measured is a leak.
 
-    Raises:
-        ValueError: If ``causal`` is not a bool or None, a count is < 1 or ``rtol`` is not in (0, 1).
-
     Example:
         >>> from lightning_recipes.checks import CheckContext
         >>> from lightning_recipes.testing import TinyTransformerLM, random_token_loader

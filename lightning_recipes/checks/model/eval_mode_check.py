@@ -36,9 +36,6 @@ class EvalModeCheck(SanityCheck):
         num_samples: Samples of the first training batch used.
         rtol: Outputs differing by more than ``rtol`` x their largest magnitude (plus ``1e-6``) differ.
 
-    Raises:
-        ValueError: If ``num_samples < 1`` or ``rtol`` is not in (0, 1).
-
     Example:
         >>> from lightning_recipes.checks import CheckContext
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader

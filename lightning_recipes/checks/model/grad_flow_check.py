@@ -29,10 +29,6 @@ class GradFlowCheck(SanityCheck):
         max_steps: Backward passes before a zero gradient counts as dead.
         derivative: Compare the gradient with the loss's derivative (``False``: not it by design).
 
-    Raises:
-        ValueError: If ``max_steps < 1``.
-        TypeError: If ``derivative`` is not a bool.
-
     Example:
         >>> from lightning_recipes.checks import CheckContext
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader

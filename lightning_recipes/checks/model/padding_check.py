@@ -150,9 +150,6 @@ class PaddingCheck(SanityCheck):
         extra: Padding positions appended to every sequence.
         padding_key: The mask's or lengths' key (index) in the batch, when its name does not say.
 
-    Raises:
-        ValueError: If ``num_samples < 1``, ``extra < 1`` or ``padding_key`` is not an int, str or None.
-
     Example:
         >>> import lightning.pytorch as pl, torch
         >>> from torch.utils.data import DataLoader
