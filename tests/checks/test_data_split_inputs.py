@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from galleries.preflight.families._data_models import MLP, digits, gaussian, loaders
 from lightning_recipes.checks import DataCheck, InputIndependenceCheck, TrainingPairsCheck, preflight
@@ -208,7 +208,8 @@ class Tagger(SGDModule):
 @pytest.mark.parametrize("shift", [True, False])
 def test_tags_collated_out_of_line_with_their_tokens_break_the_per_position_pairing(shift):
     x, y = _tags(512, 0, shift)
-    data, taught = _taught(loaders(x, y, *_tags(256, 1, False)), Tagger())
+    val = DataLoader(TensorDataset(*_tags(256, 1, False)), batch_size=64)  # training_pairs: 2 batches or more
+    data, taught = _taught({**loaders(x, y), "val_dataloaders": val}, Tagger())
     assert data.status == "pass", data.message
     assert taught.status == ("fail" if shift else "pass"), taught.message
 

@@ -70,13 +70,11 @@ class TrainingPairsCheck(SanityCheck):
             size = batch_size_of(batch, context.keys()[0]) or 0
             if size < 8 or not one_row_per_sample(batch, size):
                 continue  # too small to halve, or an edge list / packed data that rows cannot be cut from
-            half = size // 2  # the first half held out (in quarters), the second taught (num_samples a batch)
+            half = size // 2  # the first half held out (in quarters), num_samples of the second taught
             held_out += [_rows(batch, half * i // 4, half * (i + 1) // 4) for i in range(4)]
-            taught += [
-                _rows(batch, i, min(size, i + self.num_samples)) for i in range(half, size, self.num_samples)
-            ]
+            taught.append(_rows(batch, half, min(size, half + self.num_samples)))
         if len(taught) < 2:
-            raise CheckSkipped("needs validation batches of 8+ samples, one row each, leaving 2 to teach.")
+            raise CheckSkipped("needs 2 validation batches of 8 or more samples, one row per sample.")
         sources = [[], context.read_train_batches(self.num_batches, self.num_samples), taught]
         copies = [seeded(context.seed, context.copy_model) for _ in TEACHERS]
         optimizers = [context.build_optimizers(model).optimizers for model in copies]
