@@ -1225,8 +1225,8 @@ class InputFreeLoss(_SampledMode):
         >>> mode.start()
         >>> loss = torch.nn.functional.mse_loss(torch.tensor([[0.0], [2.0]]), torch.tensor([[0.0], [2.0]]))
         >>> mode.stop()
-        >>> mode.pack(torch.device("cpu")).tolist()  # each row's loss at the mean guess 1.0: 1 - 0
-        [2.0, 2.0, 2.0, 2.0]
+        >>> mode.pack(torch.device("cpu")).tolist()  # each row's loss at the mean guess 1.0: 1 - 0; floor 0
+        [2.0, 2.0, 2.0, 2.0, 0.0, 2.0]
     """
 
     def __init__(self) -> None:

@@ -29,7 +29,7 @@ def test_demo_command_reaches_accuracy_and_prints_summary(tmp_path):
     assert "on 1 torch thread(s)" in output
     # issue #26: with every check passing, at most 25 lines before training starts (the optimizer recipe's
     # one-line summary is the first thing the fit prints)
-    assert "Preflight OK" in output and "preflight            : 14 pass, 2 skip\n" in output
+    assert "Preflight OK" in output and "preflight            : 15 pass, 2 skip\n" in output
     lines = output.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("lightning_recipes: AdamW"))
     assert start + 1 <= 25, "\n".join(lines[: start + 1])
