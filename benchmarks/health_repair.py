@@ -55,20 +55,21 @@ def row(case: RepairRun) -> dict[str, Any]:
 
 
 def zoo_cases(package: str) -> list[Any]:
-    """The problem cases of the zoo ``package`` whose expected finding a repair exists for (REPAIRS)."""
+    """The problem cases of the zoo ``package`` whose expected finding a repair exists for: a problem or a
+    named cause of :data:`REPAIRS`, or non-finite ``inputs`` (one batch skipped: ``repair_of``)."""
     try:
         module = importlib.import_module(f"{package}.zoo")
     except ModuleNotFoundError:
         module = importlib.import_module(package)
     cases = getattr(module, "PROBLEM_CASES", None) or module.CASES
-    repairable = {problem for problem, _ in REPAIRS}
+    repairable = {name for pair in REPAIRS for name in pair} | {"inputs"}
     return [c for c in cases if getattr(c, "expected", None) in repairable]
 
 
 def zoo_main(package: str, only: str | None) -> None:
     print(
         f"zoo {package}: its problem cases whose expected finding has a repair "
-        f"({', '.join(sorted({p for p, _ in REPAIRS}))})"
+        f"({', '.join(sorted({n for pair in REPAIRS for n in pair} | {'inputs'}))})"
     )
     print(
         "| case | expected | finding (without repair) | action@step | final loss without -> with | "
