@@ -95,7 +95,7 @@ class TrainingPairsCheck(SanityCheck):
         trained, validated = means["training"], means["validation"]
         stated = f"held-out loss {trained:.4g} taught by training batches, {validated:.4g} by val"
         if not bool(torch.isfinite(losses).all()) or float(losses.min()) < 0:
-            raise CheckSkipped(f"{stated}: losses below 0 (or not finite) have no common scale")
+            raise CheckSkipped(f"{stated}: losses below 0 or not finite: no common scale")
         if learned.low <= 0:
             raise CheckInconclusive(f"{stated}: the copy taught by validation learned nothing held out")
         status: Status = "pass"
