@@ -56,16 +56,17 @@ def heart_rate_data() -> dict[str, Any]:
     return d.loaders(d.Rows(*d.ppg(3000, 1)), d.Rows(*d.ppg(500, 2)), batch_size=64)
 
 
-def triplet_data() -> dict[str, Any]:
-    """Triplets of the 1,000 training digits (drawn afresh per read) and fixed triplets of the 300
-    validation digits."""
-    return d.loaders(d.Triplets("train"), d.Triplets("val", seed=2), batch_size=64)
+def triplet_data(val_part: str = "val") -> dict[str, Any]:
+    """Triplets of the 1,000 training digits (drawn afresh per read) and fixed triplets of the ``val_part``
+    digits (the 300 validation digits)."""
+    return d.loaders(d.Triplets("train"), d.Triplets(val_part, seed=2), batch_size=64)
 
 
 PAIRED = "each input is paired with its own target through sampling, collation and augmentation"
 TASK_LOSS = "the loss scores the target the task declares"
 DEPENDS = "the output depends on what the task says it depends on"
 SCHEDULE = "the loop's state machines (schedulers, accumulation, optimisation steps) advance as declared"
+HELD_OUT = "validation data are held out from training"
 CONVENTION = "the served output is read with the convention the model was trained with"
 
 
@@ -162,6 +163,16 @@ BUGS: list[SealedCase] = [
         "triplet_margin_loss is called with the negative in the positive's place: anchors are pulled towards "
         "other digits and pushed from their own, and retrieval finds other digits first.",
         TASK_LOSS,
+    ),
+    SealedCase(
+        "triplet_validation_from_training_digits",
+        "metric learning of digits (validation split)",
+        m.TripletEmbedder,
+        partial(triplet_data, "train"),
+        "The validation triplets are built from the training digits (Triplets('train', seed=2), a copied "
+        "line): the validation queries are in the searched gallery, each finds itself, and the reported "
+        "retrieval is perfect.",
+        HELD_OUT,
     ),
 ]
 
