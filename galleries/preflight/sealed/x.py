@@ -35,11 +35,11 @@ def bearing_data(augment=None) -> dict[str, Any]:
     return {**d.loaders(train, d.Rows(*d.vibrations(400, 2)), batch_size=64), "num_classes": d.FAULTS}
 
 
-def interpolation_data(pair=d.middle_frame) -> dict[str, Any]:
+def interpolation_data(pair=d.middle_frame, val_pair=d.middle_frame) -> dict[str, Any]:
     """1,200 training clips of 4 frames and 300 validation clips, each read as (two frames, target) by
-    ``pair``."""
+    ``pair`` (``val_pair`` in validation)."""
     train = d.Rows(d.clips(1200, 1), transform=pair)
-    val = d.Rows(d.clips(300, 2), transform=d.middle_frame)
+    val = d.Rows(d.clips(300, 2), transform=val_pair)
     return d.loaders(train, val, batch_size=64)
 
 
@@ -113,7 +113,7 @@ BUGS: list[SealedCase] = [
         "interpolation_middle_index_of_even_clip",
         "video frame interpolation (the frame between two neighbours)",
         m.Interpolator,
-        partial(interpolation_data, d.middle_by_length),
+        partial(interpolation_data, d.middle_by_length, d.middle_by_length),
         "The target is indexed clip[len(clip) // 2], the middle only of odd clips: for the 4-frame clips "
         "it is frame 2, one of the inputs, and the model learns to copy it.",
         PAIRED,
