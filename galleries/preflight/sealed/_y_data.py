@@ -74,7 +74,7 @@ def patients(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tenso
     beta = torch.randn(COVARIATES, generator=_gen(83))
     g = _gen(seed)
     x = torch.randn(n, COVARIATES, generator=g)
-    risk = 0.5 * x @ beta / 2 + 0.8 * x[:, 0] * x[:, 1]
+    risk = 2.5 * x @ beta / COVARIATES**0.5 + x[:, 0] * x[:, 1]
     event_time = -torch.log(torch.rand(n, generator=g)) / torch.exp(risk)
     censor_time = -torch.log(torch.rand(n, generator=g)) / 0.7
     time = torch.minimum(event_time, censor_time)
@@ -100,15 +100,15 @@ class Graph(Dataset):
 
 
 def citation_graph(seed: int = 84) -> dict[str, torch.Tensor]:
-    """1,200 nodes in 4 classes with noisy 16-feature descriptions; each node links to about 6 others, 70% of
+    """1,200 nodes in 4 classes with noisy 16-feature descriptions; each node links to about 6 others, 60% of
     its links within its class. 10% of the nodes are labelled for training, 20% for validation, the rest are
     the test nodes."""
     g = _gen(seed)
     y = torch.randint(NODE_CLASSES, (NODES,), generator=g)
     centre = torch.randn(NODE_CLASSES, NODE_FEATS, generator=g)
-    x = 0.6 * centre[y] + torch.randn(NODES, NODE_FEATS, generator=g)
+    x = 0.3 * centre[y] + torch.randn(NODES, NODE_FEATS, generator=g)
     same = y[:, None] == y[None, :]
-    p = torch.where(same, 0.7 * 6 / (NODES / NODE_CLASSES), 0.3 * 6 / (NODES * 0.75))
+    p = torch.where(same, 0.6 * 6 / (NODES / NODE_CLASSES), 0.4 * 6 / (NODES * 0.75))
     adj = (torch.rand(NODES, NODES, generator=g) < p).float().triu(1)
     adj = adj + adj.T
     order = torch.randperm(NODES, generator=g)
@@ -155,7 +155,9 @@ def listings(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tenso
     g = _gen(seed)
     cats = torch.stack([torch.randint(k, (n,), generator=g) for k in CARDINALITY], 1)
     num = torch.randn(n, NUMERIC, generator=g)
-    price = sum(e[cats[:, j]] for j, e in enumerate(effects)) + num @ w + 0.5 * num[:, 0] * effects[0][cats[:, 0]]
+    price = (
+        sum(e[cats[:, j]] for j, e in enumerate(effects)) + num @ w + 0.5 * num[:, 0] * effects[0][cats[:, 0]]
+    )
     price = price + 0.2 * torch.randn(n, generator=g)
     return cats, num, torch.arange(n) + 10_000 * seed, price
 

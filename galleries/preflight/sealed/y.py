@@ -95,9 +95,9 @@ BUGS: list[SealedCase] = [
         "explicit-feedback ratings (biased matrix factorisation)",
         m.RatingMF,
         partial(rating_data, True),
-        "The ratings export lists (item, user, rating) and the dataset passes the columns in that order while "
-        "the model reads (user, item): with as many users as items nothing fails, the user table learns the "
-        "items and the served predictions for real (user, item) pairs are mostly bias noise.",
+        "The ratings export lists (item, user, rating) and the dataset passes the columns in that order "
+        "while the model reads (user, item): with as many users as items nothing fails, the user table "
+        "learns the items and the served predictions for real (user, item) pairs are mostly bias noise.",
         PAIRED,
     ),
     SealedCase(
@@ -217,8 +217,8 @@ HEALTHY: list[SealedCase] = [
         ),
         (
             "gcn_full_graph_masked",
-            "transductive node classification (the whole graph as every batch, no batch dimension; loss on 10% "
-            "of the nodes, the other labels present but masked)",
+            "transductive node classification (the whole graph as every batch, no batch dimension; loss on "
+            "10% of the nodes, the other labels present but masked)",
             m.GCN,
             graph_data,
         ),
