@@ -182,7 +182,7 @@ def bags(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, t
     any instance is a key instance (about half of the bags), and the instances' own labels (never used for
     training)."""
     key = torch.randn(INSTANCE, generator=_gen(87))
-    key = 2.0 * key / key.norm()
+    key = 3.0 * key / key.norm()
     g = _gen(seed)
     x = torch.randn(n, MAX_BAG, INSTANCE, generator=g)
     sizes = torch.randint(4, MAX_BAG + 1, (n,), generator=g)

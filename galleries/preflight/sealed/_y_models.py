@@ -252,11 +252,24 @@ class AttentionMIL(AdamModule):
         self.attention = mlp(32, 16, 1)
         self.head = nn.Linear(32, 1)
 
+    pool_dim = -1
+
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         h = F.relu(self.encoder(x))
-        weight = self.attention(h)[..., 0].masked_fill(~mask, float("-inf")).softmax(-1)
+        weight = self.attention(h)[..., 0].masked_fill(~mask, -1e9).softmax(self.pool_dim)
         return self.head((weight[..., None] * h).sum(1))[:, 0]
 
     def loss(self, batch) -> torch.Tensor:
         x, mask, label, _ = batch
         return F.binary_cross_entropy_with_logits(self(x, mask), label)
+
+    def predict(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self(x, mask))
+
+
+class AttentionMILSoftmaxOverBatch(AttentionMIL):
+    """BUG: the attention is normalised with ``softmax(0)``: over the bags of the batch at each instance slot
+    instead of over the instances of each bag. Training batches of 64 look fine; a bag's representation
+    depends on the other bags of its batch, and served in other batch sizes its scale is wrong."""
+
+    pool_dim = 0

@@ -79,6 +79,14 @@ def price_rmse(model) -> float:
     return (model.predict(cats, num) - price).pow(2).mean().sqrt().item()
 
 
+@torch.no_grad()
+def bag_error(model) -> float:
+    """The error rate of the served bag labels (probability over 0.5) of 2,000 held-out bags, scored in one
+    pass."""
+    x, mask, label, _ = d.bags(2000, 3)
+    return ((model.predict(x, mask) > 0.5).float() != label).float().mean().item()
+
+
 RATINGS, RANKING = (m.RatingMF, gallery.rating_data), (m.ListRanker, gallery.ranking_data)
 COX, GRAPH = (m.CoxNet, gallery.survival_data), (m.GCN, gallery.graph_data)
 TOPICS, TABULAR = (m.TopicNet, gallery.topic_data), (m.TabularNet, gallery.tabular_data)
@@ -94,11 +102,12 @@ PROOFS = {
     "topics_parent_map_from_sorted_names": Proof(TOPICS, fine_topic_error, 0.1, 5),
     "tabular_categories_factorized_per_table": Proof(TABULAR, price_rmse, 0.3, 6),
     "tabular_plateau_scheduler_per_step": Proof(TABULAR, price_rmse, 0.3, 6),
+    "mil_attention_softmax_over_batch": Proof((m.AttentionMIL, gallery.bag_data), bag_error, 0.1, 6),
 }
 
 
 def test_every_bug_has_a_proof() -> None:
-    sealed.check_gallery(gallery, PROOFS, bugs=10, healthy=8)
+    sealed.check_gallery(gallery, PROOFS, bugs=11, healthy=8)
 
 
 @pytest.mark.parametrize("case_id", list(PROOFS))

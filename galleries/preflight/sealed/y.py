@@ -84,6 +84,7 @@ PAIRED = "each input is paired with its own target through sampling, collation a
 TASK_LOSS = "the loss scores the target the task declares"
 CONVENTION = "training labels follow the convention the served model is read with"
 DEPENDS = "the output depends on what the task says it depends on"
+SHAPES = "tensors are laid out as the layers and losses read them"
 SCHEDULE = "the loop's state machines (schedulers, accumulation, optimisation steps) advance as declared"
 VALIDATION = "validation measures held-out data the model was not fitted to"
 
@@ -181,6 +182,16 @@ BUGS: list[SealedCase] = [
         "ReduceLROnPlateau is stepped every batch on the noisy batch loss (interval 'step', monitor "
         "train_loss): it halves the rate every few steps, and training stalls within the first epoch.",
         SCHEDULE,
+    ),
+    SealedCase(
+        "mil_attention_softmax_over_batch",
+        "multiple-instance learning (attention pooling over padded bags)",
+        m.AttentionMILSoftmaxOverBatch,
+        bag_data,
+        "The attention weights are normalised with softmax(0), over the batch's bags at each instance slot "
+        "instead of over each bag's instances: a bag's score depends on the other bags in its batch, and "
+        "scored in one pass over a held-out file the bags' representations shrink to nothing.",
+        SHAPES,
     ),
 ]
 
