@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 from torch.optim import SGD, Adam, Adamax, AdamW, NAdam, RAdam
 from torch.optim.lr_scheduler import CyclicLR, LambdaLR, MultiStepLR
+from torch.utils.data import DataLoader, Dataset
 
 from galleries.health.zoo1 import _data as data
 from galleries.health.zoo12._models import FilterBank, ResidualSignalNet, SignalCNN, Task, TinyUNet
@@ -162,6 +163,44 @@ def residual_deep(branch_scale: float = 1.0):
     """A 24-block residual 1-D CNN, no normalisation, He-initialised branches added at full scale (a gain
     ~3 a block), Adam ``3e-3``."""
     return _signals(lambda p: Adam(p, lr=3e-3), net=ResidualSignalNet(branch_scale=branch_scale))
+
+
+MU = 255.0
+OVERSAMPLE = 32  # the stored takes: 32 x 128 = 4096 mu-law codes each, decimated to 128 samples on read
+
+
+def mu_law_encode(x: Tensor) -> Tensor:
+    """8-bit mu-law codes (0-255) of samples in [-1, 1]."""
+    y = x.clamp(-1, 1).sign() * torch.log1p(MU * x.clamp(-1, 1).abs()) / math.log1p(MU)
+    return ((y + 1) / 2 * MU).round().to(torch.uint8)
+
+
+class MuLawClips(Dataset):
+    """Clips stored as 4096 mu-law codes, decoded code by code in Python and decimated 32x on every read (no
+    cache, no workers)."""
+
+    def __init__(self, codes: Tensor, y: Tensor) -> None:
+        self.codes, self.y = codes, y
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> tuple[Tensor, Tensor]:
+        samples = []
+        for code in self.codes[i].tolist():
+            v = 2 * code / MU - 1
+            samples.append(math.copysign((1 + MU) ** abs(v) - 1, v) / MU)
+        x = torch.tensor(samples).view(LENGTH, OVERSAMPLE).mean(1)
+        return x.unsqueeze(0), self.y[i]
+
+
+def signal_mulaw_reads():
+    """The tone classifier, Adam ``3e-3``, its clips stored as 4096 mu-law codes each and decoded in Python on
+    every read, 32 a batch."""
+    model, train, val = _signals(lambda p: Adam(p, lr=3e-3))
+    x, y = train.dataset.tensors
+    codes = mu_law_encode(x.squeeze(1).repeat_interleave(OVERSAMPLE, 1) / 2)
+    return model, DataLoader(MuLawClips(codes, y), 32, shuffle=True, generator=_gen(0)), val
 
 
 # ------------------------------------------------------------------------------------------------ healthy

@@ -158,6 +158,12 @@ def residual_explodes(r: PlainRecorder) -> None:
     assert r.val_losses[-1] > 3 * fixed.val_losses[-1], (r.val_losses, fixed.val_losses)
 
 
+def mulaw_stall(r: PlainRecorder) -> None:
+    # 32 clips a batch, 4096 codes each decoded in Python: the loop waits far longer than it computes
+    assert sum(r.wait_s) > 3 * sum(r.step_s), (sum(r.wait_s), sum(r.step_s))
+    assert finite(r.losses) and mean(r.losses[-20:]) < 0.7 * mean(r.losses[:20])  # it trains, slowly in time
+
+
 # ------------------------------------------------------------------------------------------ healthy
 def pixel_counts_trains(r: PlainRecorder) -> None:
     trains(r, 0.7 * r.val_losses[0])

@@ -5,8 +5,8 @@ with per-block LR groups, Adamax at a high LR, NAdam under a quadratic warm-up, 
 MultiStepLR stepped per batch), new bugs (a stereo downmix with one channel in reverse polarity, Adam's
 ``eps=0`` meeting a silent channel, a per-block LR table missing the U-Net's up block, a clip with NaN samples
 from a failed decode, raw 16-bit counts into tanh, an ``exp_range`` gamma above 1, epoch milestones stepped
-per batch, a training list left sliced, residual branches added at full scale), blind pairs, runs a repair
-could save, healthy look-alikes.
+per batch, a training list left sliced, residual branches added at full scale, mu-law decoded in Python on
+every read), blind pairs, runs a repair could save, healthy look-alikes.
 
 Written blind (without reading HealthMonitor's rules), each run different in task or bug from the sealed zoos
 before it. Each problem run holds one bug a user could have written; ``expected`` names the cause a careful
@@ -129,6 +129,16 @@ PROBLEM_CASES: list[FieldCase] = [
         "He-initialised branches are added at full scale (a gain ~3 a block); logits in the thousands, first "
         "gradients >1000x the scaled twin's.",
         also_allowed=("initialisation",),
+    ),
+    case(
+        "tones_mu_law_decoded_in_python_on_every_read",
+        build.signal_mulaw_reads,
+        "data_stall",
+        proof.mulaw_stall,
+        "A loader that decodes every clip from 4096 8-bit mu-law codes in a Python loop on each read (no "
+        "cache, no workers, 32 clips a batch): the loop waits for data most of the time.",
+        max_steps=120,
+        check_every=12,
     ),
 ]
 
