@@ -61,6 +61,8 @@ PROOF_MODULES = (
     "galleries/preflight/sealed/test_proofs_u.py",
     "galleries/preflight/sealed/test_proofs_v.py",
     "galleries/preflight/sealed/test_proofs_w.py",
+    "galleries/preflight/sealed/test_proofs_x.py",
+    "galleries/preflight/sealed/test_proofs_y.py",
     "galleries/health/zoo1/test_proofs.py",
     "galleries/health/zoo2/test_proofs.py",
     "galleries/health/zoo3/test_proofs.py",
@@ -72,6 +74,8 @@ PROOF_MODULES = (
     "galleries/health/zoo9/test_proofs.py",
     "galleries/health/zoo10/test_proofs.py",
     "galleries/health/zoo11/test_proofs.py",
+    "galleries/health/zoo12/test_proofs.py",
+    "galleries/health/zoo13/test_proofs.py",
 )
 # The distributions the proofs train with: their pins in constraints.txt are part of the hash.
 PINNED = ("torch", "lightning", "transformers", "scikit-learn")

@@ -8,19 +8,24 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 __all__ = [
+    "CONFIDENCE",
     "CV_FLOOR",
     "FAIL_FACTOR",
     "NOISE_FACTOR",
     "ROBUST_SIGMA",
+    "Gain",
     "NoiseVerdict",
     "Z",
     "dependence_factor",
     "difference_noise",
+    "distribution_distance",
+    "held_out_gain",
     "judge_deviation",
     "line_fit",
     "mean_se",
@@ -34,6 +39,8 @@ __all__ = [
     "weighted_median",
 ]
 
+#: One-sided confidence of the preflight's Student-t bounds (1% false-alarm odds per question).
+CONFIDENCE = 0.99
 #: One-sided 99% normal quantile: the confidence every "significantly" of HealthMonitor uses.
 Z = 2.326
 #: Median absolute deviation -> standard deviation, for normal noise (1 / Phi^-1(3/4)).
@@ -305,3 +312,43 @@ def judge_deviation(
     status = "pass" if deviation <= tolerance else "inconclusive"
     status = "fail" if deviation > FAIL_FACTOR * tolerance else status
     return NoiseVerdict(status, deviation, noise, tolerance, scale)
+
+
+class Gain(NamedTuple):
+    """The real copy's gain over a control, ``(control - real) / max(|control|, |real|)`` of the means."""
+
+    gain: float
+    noise: float  # standard error of the gain
+    low: float
+    high: float
+
+
+def held_out_gain(real: Tensor, control: Tensor) -> Gain:
+    """The :class:`Gain` of ``real`` over ``control`` on the same chunks (paired: Student-t bounds at
+    :data:`CONFIDENCE`)."""
+    real_mean, control_mean = float(real.double().mean()), float(control.double().mean())
+    scale = max(abs(control_mean), abs(real_mean))
+    if math.isfinite(scale):
+        gain = (control_mean - real_mean) / scale if scale > 0 else 0.0
+    else:
+        gain = -math.inf if not math.isfinite(real_mean) else math.inf
+    if len(real) < 3 or not math.isfinite(gain):
+        return Gain(gain, math.inf, -math.inf, math.inf)
+    noise = float(standard_error((control - real).double())) / max(scale, 1e-12)
+    spread = t_quantile(CONFIDENCE, len(real) - 1) * noise
+    return Gain(gain, noise, gain - spread, gain + spread)
+
+
+def distribution_distance(a: Tensor, b: Tensor) -> Tensor:
+    """Per column, the Kolmogorov-Smirnov distance of the values in ``a`` ``[N, D]`` and ``b`` ``[M, D]``.
+
+    Example:
+        >>> distribution_distance(torch.arange(4.0)[:, None], torch.arange(2.0, 6.0)[:, None])
+        tensor([0.5000])
+    """
+    points = torch.cat([a, b]).T.contiguous()  # the largest gap of two step functions is at a step
+
+    def share_at_or_below(x: Tensor) -> Tensor:
+        return torch.searchsorted(x.sort(0).values.T.contiguous(), points, right=True) / len(x)
+
+    return (share_at_or_below(a) - share_at_or_below(b)).abs().amax(1)

@@ -138,3 +138,19 @@ def test_dependence_factor_keeps_independent_errors_and_widens_runs() -> None:
     # weights: the error of a weighted mean (class-share weights) is widened alike
     runs = torch.randn(60, generator=g).repeat_interleave(10)
     assert st.dependence_factor(runs, torch.rand(600, generator=g) + 0.5) > 2.0
+
+
+def test_distribution_distance_is_the_two_sample_kolmogorov_smirnov_statistic_ties_included():
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(0, 5, (40, 3), generator=g).float()
+    b = torch.randint(1, 7, (25, 3), generator=g).float()
+    a[:, 2] = torch.randn(40, generator=g)
+    expected = []
+    for column in range(3):  # sup over every value of |share of a at or below it - share of b at or below it|
+        values = torch.cat([a[:, column], b[:, column]]).tolist()
+        share_a = [float((a[:, column] <= v).float().mean()) for v in values]
+        share_b = [float((b[:, column] <= v).float().mean()) for v in values]
+        gaps = [abs(x - y) for x, y in zip(share_a, share_b)]
+        expected.append(max(gaps))
+    assert st.distribution_distance(a, b).tolist() == pytest.approx(expected)
+    assert st.distribution_distance(a, a).tolist() == [0.0, 0.0, 0.0]

@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from galleries.preflight.families._data_models import MLP, digits, gaussian, loaders
 from lightning_recipes.checks import DataCheck, InputIndependenceCheck, TrainingPairsCheck, preflight
+from lightning_recipes.checks.data._relation import relations
 from lightning_recipes.testing import DigitsCNN
 
 from ._models import SGDModule
@@ -84,6 +85,21 @@ def test_a_genuinely_predictive_column_in_both_splits_passes():
     x[:, 7], x_val[:, 7] = y.float() + 0.3 * torch.randn(512), y_val.float() + 0.3 * torch.randn(256)
     result = _data(loaders(x, y, x_val, y_val), MLP())
     assert result.status == "pass", result.message
+
+
+def test_a_relation_that_moved_between_recordings_passes_and_a_rescaled_column_fails():
+    """A column that predicts the label in both splits, another way in each (a sensor's phase differs between
+    two recordings): not a marker on one side. The same column rescaled in one split is."""
+    x, y = gaussian(512, 0)
+    x_val, y_val = gaussian(256, 1)
+    g = torch.Generator().manual_seed(0)
+    x[:, 7] = y.float() / 2 + 0.05 * torch.randn(512, generator=g)
+    x_val[:, 7] = ((y_val + 1) % 4).float() / 2 + 0.05 * torch.randn(256, generator=g)
+    (moved,) = relations((x, y, {"inputs": x}), (x_val, y_val, {"inputs": x_val}), 4)[1:]
+    assert moved.level == "pass", moved  # the worst one-sided feature; column 7's gap was 0.98 -> 0.01
+    x_val[:, 7] = 100 * y_val.float() + 5 * torch.randn(256, generator=g)  # un-normalised in one split
+    (rescaled,) = relations((x, y, {"inputs": x}), (x_val, y_val, {"inputs": x_val}), 4)[1:]
+    assert (rescaled.feature, rescaled.level, rescaled.other_within) == ("inputs[:, 7]", "fail", None)
 
 
 def test_a_watermark_pixel_in_training_images_only_fails_and_in_both_passes():

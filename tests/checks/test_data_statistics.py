@@ -3,6 +3,8 @@ and the sample scan, pinned to hand-computed values."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -37,7 +39,14 @@ def test_lookup_scores_are_per_feature_and_per_sample():
     ],
 )
 def test_a_gap_is_judged_by_its_size_and_its_noise(own, other, noise, level):
-    assert Relation("nearest neighbours", "val", own, other, noise, 5.0).level == level
+    assert Relation("nearest neighbours", "val", own, other, noise, noise, 5.0).level == level
+
+
+def test_a_gap_counts_only_for_a_rule_that_holds_where_it_was_fitted_and_not_on_the_other_side():
+    marker = Relation("one feature", "train", 0.95, 0.10, 0.02, 0.01, 5.0, "x[:, 3]", 0.12)
+    assert marker.level == "fail"
+    assert replace(marker, other_within=0.9).level == "pass"  # it predicts validation too: a moved relation
+    assert replace(marker, own=0.015, other=-0.3).level == "pass"  # no better than the mean where fitted
 
 
 def test_images_are_pooled_to_16x16():

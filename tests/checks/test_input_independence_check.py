@@ -12,11 +12,11 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from galleries.preflight.stage.data_stages import HEALTHY
+from lightning_recipes._stats import held_out_gain
 from lightning_recipes.checks import preflight
 from lightning_recipes.checks.loss.input_independence_check import (
     InputIndependenceCheck,
     _one_target_for_all,
-    held_out_gain,
     loss_drop,
     training_gain,
 )

@@ -11,8 +11,9 @@ Run from the repository root::
 sealed gallery E, ``--gallery sealed-f`` sealed gallery F, ``sealed-g`` G, ``sealed-hi`` H (written in two
 halves, ``h.py`` and ``i.py``), ``sealed-jk`` J (``j.py`` and ``k.py``), ``sealed-lm`` L (``l.py`` and
 ``m.py``), ``sealed-no`` N (``n.py`` and ``o.py``), ``sealed-pq`` P (``p.py`` and ``q.py``), ``sealed-rs``
-R (``r.py`` and ``s.py``), ``sealed-tu`` T (``t.py`` and ``u.py``) and ``sealed-vw`` V (``v.py`` and
-``w.py``): each once, at the end of the work it judges (issue #34).
+R (``r.py`` and ``s.py``), ``sealed-tu`` T (``t.py`` and ``u.py``), ``sealed-vw`` V (``v.py`` and
+``w.py``) and ``sealed-xy`` X (``x.py`` and ``y.py``): each once, at the end of the work it judges
+(issue #34).
 
 A bug is caught when some check says ``fail`` or ``warn``; ``inconclusive``, ``skip`` and ``error`` do not
 catch it (a miss). A healthy case raises a false alarm when some check says ``fail`` or ``error``; its
@@ -83,6 +84,7 @@ GALLERIES = (
     "sealed-rs",
     "sealed-tu",
     "sealed-vw",
+    "sealed-xy",
 )
 
 

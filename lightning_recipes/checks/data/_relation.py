@@ -10,10 +10,17 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from lightning_recipes._stats import Z, dependence_factor, significantly_above, standard_error
+from lightning_recipes._stats import (
+    Z,
+    dependence_factor,
+    distribution_distance,
+    significantly_above,
+    standard_error,
+)
 
 FAIL_GAP, WARN_GAP = 0.25, 0.15  # score lost from the own split to the other split
 FAIL_SHARE = 0.35  # ... or this share of the own split's score
+SAME_VALUES_KS = 0.3  # a feature whose values are spread alike in both splits (Kolmogorov-Smirnov distance)
 DEPENDENCE_Z = 4.0  # widen a score's error for dependent rows (one question per feature and block width)
 Z_FLOOR = 5.0  # standard errors of the gap, at least (one feature: sqrt(2 ln D) + 3 over D features)
 _K, _REPEATS, _BINS, _SIDE, _MAX_SAMPLES = 5, 10, 32, 16, 2048
@@ -29,8 +36,22 @@ class Relation:
     own: float
     other: float
     noise: float
+    own_noise: float
     needed_z: float
     feature: str | None = None
+    other_within: float | None = None  # one feature: refitted on the other split, scored held out there
+
+    @property
+    def shifted(self) -> bool:
+        """The rule's input predicts the other split's targets too, another way: the relation moved between
+        the splits (another recording, subject, phase), it is not a marker present on one side only."""
+        within = self.other_within
+        return within is not None and within - self.other >= (self.own - self.other) / 2
+
+    @property
+    def one_sided(self) -> bool:
+        """Holds where fitted (above the mean by 2 SE, one-sided 98%), not on the other split."""
+        return self.own > 2 * self.own_noise and not self.shifted
 
     @property
     def z(self) -> float:
@@ -40,7 +61,7 @@ class Relation:
     def level(self) -> str:
         """``"fail"``, ``"warn"`` or ``"pass"``."""
         gap = self.own - self.other
-        if self.z < self.needed_z:
+        if self.z < self.needed_z or not self.one_sided:
             return "pass"
         if gap >= FAIL_GAP or (gap >= WARN_GAP and gap >= FAIL_SHARE * self.own):
             return "fail"
@@ -48,6 +69,9 @@ class Relation:
 
     def details(self) -> dict[str, Any]:
         numbers = {"own_score": self.own, "other_score": self.other, "gap_noise": self.noise}
+        numbers["own_noise"] = self.own_noise
+        if self.other_within is not None:
+            numbers["other_within_score"] = self.other_within
         found = {"rule": self.rule, "fitted_on": self.fitted, "feature": self.feature}
         rounded = {k: round(v, 4) for k, v in numbers.items()}
         return {**found, **rounded, "z": round(self.z, 1), "needed_z": round(self.needed_z, 1)}
@@ -103,8 +127,8 @@ def _neighbour_scores(distance: Tensor, y_fit: Tensor, y_held: Tensor, classes: 
 
 def _compare(
     own: Tensor, y_own: Tensor, other: Tensor, y_other: Tensor, classes: int
-) -> tuple[float, float, float]:
-    """Own-split score under the other split's class mix, the other split's score, the gap's noise."""
+) -> tuple[float, float, float, float]:
+    """Own score (under the other split's class mix), other score, the noise of the gap and of the own."""
     weights = torch.ones(len(own))
     if classes:
         share = torch.bincount(y_other, minlength=classes).float() / len(y_other)
@@ -113,13 +137,13 @@ def _compare(
         other, y_other = other[keep], y_other[keep]
         weights = share[y_own] / present[y_own].clamp_min(1)
     if len(other) < 2 or float(weights.sum()) <= 0:
-        return 0.0, 0.0, math.inf
+        return 0.0, 0.0, math.inf, math.inf
     weights = weights / weights.sum()
     mean_own = float((weights * own).sum())
     spread = float((weights.square() * (own - mean_own).square()).sum())
     var_own = spread * dependence_factor(own, weights, DEPENDENCE_Z) ** 2
     var_other = _mean_variance(other)
-    return mean_own, float(other.mean()), math.sqrt(var_own + var_other + 1e-12)
+    return mean_own, float(other.mean()), math.sqrt(var_own + var_other + 1e-12), math.sqrt(var_own)
 
 
 def relations(train: Split, val: Split, classes: int, both_ways: bool = False) -> list[Relation]:
@@ -186,13 +210,16 @@ def _one_feature(
     own = lookup_scores(*half, a[held][lone], y_held, classes)
     cross = lookup_scores(*half, b, y_other, classes)
     needed = max(Z_FLOOR, math.sqrt(2 * math.log(max(2, a.shape[1]))) + 3)
-    found = [
-        Relation("one feature", "train", *_compare(own[d], y_held, cross[d], y_other, classes), needed)
-        for d in range(a.shape[1])
-    ]
+    # each feature's lookup refitted on half the other split, scored on its other half (a shift vs a marker)
+    split = torch.arange(len(b)) % 2 == 1
+    within = lookup_scores(b[~split], y_other[~split], b[split], y_other[split], classes).mean(1)
+    # ... a moved relation only where the feature's values are spread alike (not rescaled in one split)
+    within = torch.where(distribution_distance(a, b) <= SAME_VALUES_KS, within, math.nan)
     columns = [f"{k}[:, {i}]" for k in names for i in range(features(fit[k][:1]).shape[1])]
-    best = max(range(len(found)), key=lambda d: found[d].z)  # the first of the largest
-    return [replace(found[best], feature=columns[best])]
+    compared = [_compare(own[d], y_held, cross[d], y_other, classes) for d in range(a.shape[1])]
+    kept = [None if math.isnan(w) else w for w in within.tolist()]
+    found = [Relation("one feature", "train", *c, needed, *f) for c, f in zip(compared, zip(columns, kept))]
+    return [max(found, key=lambda r: (r.one_sided, r.z))]  # the first of the largest one-sided
 
 
 def _mean_variance(scores: Tensor) -> float:  # widened for dependent rows

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 from typing_extensions import Unpack, override
 
-from lightning_recipes._stats import standard_error, t_quantile
+from lightning_recipes._stats import CONFIDENCE, Gain, held_out_gain, standard_error
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._probe import held_out_split, replace_entries, seeded
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
@@ -27,8 +27,6 @@ __all__ = ["InputIndependenceCheck", "LossDrop", "loss_drop"]
 
 COPIES = ("real", "inputs_removed", "targets_permuted")
 
-#: One-sided confidence of every bound the check states (1% false-alarm odds per question).
-CONFIDENCE = 0.99
 _Copies = list[tuple[Any, list[torch.optim.Optimizer]]]  # (model, its optimizers) per copy
 
 
@@ -63,30 +61,6 @@ def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
     drop = float(first.mean() - last.mean())
     noise = math.hypot(float(standard_error(first)), float(standard_error(last)))  # Welch: SE of a difference
     return LossDrop(drop, noise, drop > 2 * noise)
-
-
-class Gain(NamedTuple):
-    """The real copy's gain over a control, ``(control - real) / max(|control|, |real|)`` of the means."""
-
-    gain: float
-    noise: float  # standard error of the gain
-    low: float
-    high: float
-
-
-def held_out_gain(real: Tensor, control: Tensor) -> Gain:
-    """The :class:`Gain` of ``real`` over ``control`` on the same chunks (paired, Student-t bounds)."""
-    real_mean, control_mean = float(real.double().mean()), float(control.double().mean())
-    scale = max(abs(control_mean), abs(real_mean))
-    if math.isfinite(scale):
-        gain = (control_mean - real_mean) / scale if scale > 0 else 0.0
-    else:
-        gain = -math.inf if not math.isfinite(real_mean) else math.inf
-    if len(real) < 3 or not math.isfinite(gain):
-        return Gain(gain, math.inf, -math.inf, math.inf)
-    noise = float(standard_error((control - real).double())) / max(scale, 1e-12)
-    spread = t_quantile(CONFIDENCE, len(real) - 1) * noise
-    return Gain(gain, noise, gain - spread, gain + spread)
 
 
 def training_gain(real: list[Tensor], control: list[Tensor], blocks: int = 8) -> Gain:
