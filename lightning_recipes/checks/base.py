@@ -61,6 +61,8 @@ def _user_frame(err: BaseException, check: type) -> str | None:
     """``file:line`` of the innermost frame of ``err`` in the user's code; ``None``: the check's."""
     own = {os.path.abspath(inspect.getsourcefile(check) or ""), ""}
     for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        if frame.name in ("__torch_function__", "__torch_dispatch__"):
+            continue  # a mode that records torch calls forwards the user's: the caller raised
         path = os.path.abspath(frame.filename)
         if path in own or path.startswith(_PACKAGE):
             return None

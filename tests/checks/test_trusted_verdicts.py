@@ -224,6 +224,35 @@ def test_a_model_reading_self_trainer_makes_the_check_abstain_saying_what_to_cha
     assert "self._trainer is not None" in result.action
 
 
+def whole_graph(n: int = 96) -> dict[str, Tensor]:
+    """One graph as every batch, no batch dimension: node features [N, F], dense adjacency [N, N], labels."""
+    g = torch.Generator().manual_seed(0)
+    adj = (torch.rand(n, n, generator=g) < 0.05).float()
+    return {"x": torch.randn(n, 8, generator=g), "adj": adj, "y": torch.randint(0, 3, (n,), generator=g)}
+
+
+class GraphConv(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__(lr=0.05)
+        self.lin = nn.Linear(8, 3)
+
+    def forward(self, graph: Any) -> Tensor:  # raises once a check cuts rows: the adjacency is not square
+        adj = graph["adj"] + torch.eye(len(graph["adj"]))
+        return adj / adj.sum(1, keepdim=True) @ self.lin(graph["x"])
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        return F.cross_entropy(self(batch), batch["y"])
+
+
+def test_a_whole_graph_batch_the_checks_cut_makes_them_abstain_not_error():
+    """The error is raised in the user's forward, through the mode that records the loss's torch calls (its
+    ``__torch_function__`` frame is the innermost): the user's code raised, so ``inconclusive`` (sealed X)."""
+    loader = DataLoader([whole_graph()] * 8, batch_size=None)
+    result = _run(GraphConv(), loader, OverfitBatchCheck())
+    assert result.status == "inconclusive", result.message
+    assert "your code raised RuntimeError at test_trusted_verdicts.py:" in result.summary
+
+
 def test_a_leakage_probe_cut_by_the_budget_is_not_tested_rather_than_passed():
     """Sub-tests are fixed work: one cut by the budget before it trained a step is "not tested"."""
     context = CheckContext(TinyClassifier(), random_classification_loader())

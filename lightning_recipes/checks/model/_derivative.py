@@ -97,18 +97,21 @@ def _compare(context: Harness, model: Any, trainable: Sequence[tuple[str, Tensor
     gen = torch.Generator(device="cpu").manual_seed(context.seed)
     floor = 1e-9 * max(1.0, abs(base))
 
-    def slopes(chosen: list[int], dirs: list[Tensor]) -> tuple[float, float, float, float]:
-        """Autograd's slope, the differences at STEP and STEP / 2, and the slope's scale."""
+    def slopes(chosen: list[int], dirs: list[Tensor]) -> tuple[float, float, float, float, float]:
+        """Autograd's slope, the differences at STEP and STEP / 2, the slope's scale, and the gap of the
+        one-sided differences at STEP / 2 (a kink inside the narrow step, a ReLU's, opens it)."""
         parts = [float((grads[i] * dirs[i]).sum()) for i in chosen]
         at = [
             float(loss([(params[i], t * dirs[i]) for i in chosen], _StopGradients(first.values)).detach())
             for t in (STEP, -STEP, STEP / 2, -STEP / 2)
         ]
-        return sum(parts), (at[0] - at[1]) / (2 * STEP), (at[2] - at[3]) / STEP, float(np.hypot.reduce(parts))
+        sides = (at[2] - base) - (base - at[3])
+        wide, narrow = (at[0] - at[1]) / (2 * STEP), (at[2] - at[3]) / STEP
+        return sum(parts), wide, narrow, float(np.hypot.reduce(parts)), abs(sides) / (STEP / 2)
 
-    def judge(slope: float, wide: float, narrow: float, scale: float, margin: float) -> str:
+    def judge(slope: float, wide: float, narrow: float, scale: float, sides: float, margin: float) -> str:
         size = max(scale, abs(narrow), floor)
-        gap, off = abs(wide - narrow), abs(slope - narrow)
+        gap, off = max(abs(wide - narrow), sides), abs(slope - narrow)
         if gap > SMOOTH * size:
             return "rough"
         if off <= max(100 * gap, margin * size):
@@ -123,7 +126,7 @@ def _compare(context: Harness, model: Any, trainable: Sequence[tuple[str, Tensor
         [g * _rms(p) / g.pow(2).mean().sqrt().clamp(min=1e-30) for p, g in pairs],
     ]
 
-    def kind(chosen: list[int], margin: float) -> tuple[str, tuple[float, float, float, float]]:
+    def kind(chosen: list[int], margin: float) -> tuple[str, tuple[float, float, float, float, float]]:
         """The verdict on the tensors ``chosen`` along both directions, and the slopes it rests on."""
         random_way, gradient_way = slopes(chosen, ways[0]), slopes(chosen, ways[1])
         verdicts = judge(*random_way, margin), judge(*gradient_way, margin)
