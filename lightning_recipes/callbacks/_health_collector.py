@@ -570,7 +570,12 @@ class ActivationHooks:
             alive = _positive_units(output, dim)
         assert self.alive is not None
         previous = self.alive.get(i)
-        self.alive[i] = alive if previous is None else previous | alive
+        if previous is None:
+            self.alive[i] = alive
+        elif previous.shape == alive.shape:
+            self.alive[i] = previous | alive
+        else:  # one module at several widths (a ReLU shared by layers): no one layer's units, not measured
+            self.alive[i] = alive[:0]
 
     def _saturation(self, i: int, tanh: bool, output: Any) -> None:
         if self.calls is not None:

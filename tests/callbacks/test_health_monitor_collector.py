@@ -279,6 +279,43 @@ def test_dead_rows_skip_layers_without_gradient(windows: Windows) -> None:
     assert set(windows.checks[0].dead_rows) == set()
 
 
+class SharedRelu(pl.LightningModule):
+    """One ``nn.ReLU`` module after layers of 64 and 32 units (a common shortcut), then a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2, self.head, self.act = (
+            nn.Linear(16, 64),
+            nn.Linear(64, 32),
+            nn.Linear(32, 4),
+            nn.ReLU(),
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(self.act(self.fc2(self.act(self.fc1(x)))))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_a_relu_module_shared_by_layers_of_two_widths_is_not_measured_and_the_run_trains(
+    windows: Windows,
+) -> None:
+    """Zoo 12 (blind): the shared ReLU's masks of 64 and 32 units were OR-ed together, and the run raised."""
+    torch.manual_seed(0)
+    monitor = HealthMonitor(check_every_n_steps=10)
+    fast_trainer(max_steps=20, max_epochs=-1, callbacks=[monitor], limit_val_batches=0).fit(
+        SharedRelu(), loader(classification())
+    )
+    assert len(windows.checks) == 2 and all(data.dead == {} for data in windows.checks)  # no one layer's
+    assert all({"fc1", "fc2"} <= set(data.dead_rows) for data in windows.checks)  # the layers still are
+    assert monitor.findings == []
+
+
 # ------------------------------------------------------------------------------------------------ data wait
 
 
