@@ -60,9 +60,7 @@ def error_result(name: str, err: BaseException) -> CheckResult:
 def _user_frame(err: BaseException, check: type) -> str | None:
     """``file:line`` of the innermost frame of ``err`` in the user's code; ``None``: the check's."""
     own = {os.path.abspath(inspect.getsourcefile(check) or ""), ""}
-    for frame in reversed(traceback.extract_tb(err.__traceback__)):
-        if frame.name in ("__torch_function__", "__torch_dispatch__"):
-            continue  # a mode that records torch calls forwards the user's: the caller raised
+    for frame in reversed([f for f in traceback.extract_tb(err.__traceback__) if f.name not in _FORWARDS]):
         path = os.path.abspath(frame.filename)
         if path in own or path.startswith(_PACKAGE):
             return None
@@ -71,6 +69,7 @@ def _user_frame(err: BaseException, check: type) -> str | None:
     return None
 
 
+_FORWARDS = ("__torch_function__", "__torch_dispatch__")  # a mode recording torch calls: its caller raised
 _LARGER_BUDGET = "Give it a larger `time_budget=` (or None), or fewer steps/samples in its arguments."
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # lightning_recipes/
 _LIBRARIES = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python")

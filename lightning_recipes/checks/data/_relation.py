@@ -43,8 +43,7 @@ class Relation:
 
     @property
     def shifted(self) -> bool:
-        """The rule's input predicts the other split's targets too, another way: the relation moved between
-        the splits (another recording, subject, phase), it is not a marker present on one side only."""
+        """The input predicts the other split's targets too, another way: a moved relation, not a marker."""
         within = self.other_within
         return within is not None and within - self.other >= (self.own - self.other) / 2
 
@@ -210,10 +209,10 @@ def _one_feature(
     own = lookup_scores(*half, a[held][lone], y_held, classes)
     cross = lookup_scores(*half, b, y_other, classes)
     needed = max(Z_FLOOR, math.sqrt(2 * math.log(max(2, a.shape[1]))) + 3)
-    # each feature's lookup refitted on half the other split, scored on its other half (a shift vs a marker)
+    # each feature refitted on half the other split, scored on its other half: a moved relation (values
+    # spread alike in both splits, not rescaled in one) or a marker on one side
     split = torch.arange(len(b)) % 2 == 1
     within = lookup_scores(b[~split], y_other[~split], b[split], y_other[split], classes).mean(1)
-    # ... a moved relation only where the feature's values are spread alike (not rescaled in one split)
     within = torch.where(distribution_distance(a, b) <= SAME_VALUES_KS, within, math.nan)
     columns = [f"{k}[:, {i}]" for k in names for i in range(features(fit[k][:1]).shape[1])]
     compared = [_compare(own[d], y_held, cross[d], y_other, classes) for d in range(a.shape[1])]

@@ -98,8 +98,7 @@ def _compare(context: Harness, model: Any, trainable: Sequence[tuple[str, Tensor
     floor = 1e-9 * max(1.0, abs(base))
 
     def slopes(chosen: list[int], dirs: list[Tensor]) -> tuple[float, float, float, float, float]:
-        """Autograd's slope, the differences at STEP and STEP / 2, the slope's scale, and the gap of the
-        one-sided differences at STEP / 2 (a kink inside the narrow step, a ReLU's, opens it)."""
+        """Autograd's slope, differences at STEP and STEP / 2, the scale, one-sided ones' gap (at a kink)."""
         parts = [float((grads[i] * dirs[i]).sum()) for i in chosen]
         at = [
             float(loss([(params[i], t * dirs[i]) for i in chosen], _StopGradients(first.values)).detach())
