@@ -127,6 +127,7 @@ class TrialRecorder(Callback):
         self.optimizer_names: list[str] = []
         self.min_batches = 12
         self._ready = False
+        self.batch_statistics = False  # a last validation with BatchNorm normalising by the batch
 
     def _set_up(self) -> None:
         """Snapshot and hook the model once its own hooks may have added modules (an averaged copy): at the
@@ -199,6 +200,7 @@ class TrialRecorder(Callback):
         @functools.wraps(step)  # Lightning reads its signature (whether to pass `dataloader_idx`)
         def validation_step(*args: Any, **kwargs: Any) -> Any:
             phase = "before" if self.model.trainer.sanity_checking else "after"
+            phase = "batch_statistics" if self.batch_statistics else phase
             view = self.val.setdefault(phase, _ValView())
             if phase == "after":  # the weights validation sees (an averaging callback swaps them in first)
                 self.val_weights = self._snapshot()
@@ -301,6 +303,11 @@ class TrialRecorder(Callback):
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
+        if self.batch_statistics:  # as in training, and the same batch: BatchNorm's running statistics apart
+            for module in pl_module.modules():
+                if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                    module.train()
+            return
         self._metrics_before_val = _scalars(trainer.callback_metrics)  # what training logged
         if not self.trained:  # before anything swaps weights in
             self.trained = self._snapshot()
@@ -309,7 +316,8 @@ class TrialRecorder(Callback):
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:  # what validation logged: new keys, or keys it changed
             metrics = _scalars(trainer.callback_metrics).items()
-            self.logged["after"] = {k: v for k, v in metrics if self._metrics_before_val.get(k) != v}
+            phase = "batch_statistics" if self.batch_statistics else "after"
+            self.logged[phase] = {k: v for k, v in metrics if self._metrics_before_val.get(k) != v}
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -414,7 +422,8 @@ class ValidationView:
     never ran them); ``averaged`` ones (unlike start and trained), ``lag`` behind (``|w_val - w_trained| /
     |w_start - w_trained|``); the first module both paths ran (``input_module``) and its ``input_difference``
     (``|x_val - x_train| / |x_train|``) unless ``input_varies`` during training; the ``batchnorm_lag``
-    (share of the initial values left in the running statistics of the BatchNorm layers validation ran).
+    (share of the initial values left in the running statistics of the BatchNorm layers validation ran), and
+    the loss ``after_batch_statistics``: validated again with BatchNorm normalising by the batch, as training.
     """
 
     before: float | None = None
@@ -429,6 +438,7 @@ class ValidationView:
     input_difference: float | None = None
     input_varies: bool = False
     batchnorm_lag: float = 0.0
+    after_batch_statistics: float | None = None
 
 
 @dataclass
@@ -558,6 +568,9 @@ def _fit(
             trainer.fit(model, train_dataloaders=per_epoch, val_dataloaders=_Repeated(batch, 1))
             if "after" not in recorder.val:  # the fit ended without validating: validate once more
                 trainer.validate(model, dataloaders=_Repeated(batch, 1), verbose=False)
+            if batchnorm_momenta(model):  # its running statistics lag weights that moved fast: once more
+                recorder.batch_statistics = True
+                trainer.validate(model, dataloaders=_Repeated(batch, 1), verbose=False)
             return _validation_view(recorder)
     finally:
         recorder.remove()
@@ -593,6 +606,13 @@ def _validation_view(recorder: TrialRecorder) -> ValidationView:
     elif before.loss_call is not None and after.loss_call is not None:
         view.before, view.after = before.loss_call, after.loss_call
         view.source = f"loss call {after.loss_call_name}"
+    again = recorder.val.get("batch_statistics")
+    if again is not None and view.source == "returned":
+        view.after_batch_statistics = again.returned
+    elif again is not None and view.source.startswith("logged"):
+        view.after_batch_statistics = recorder.logged.get("batch_statistics", {}).get(key or "")
+    elif again is not None:
+        view.after_batch_statistics = again.loss_call
     _compare_weights(recorder, after.modules, view)
     _compare_inputs(recorder, after.inputs, view)
     batches = len(recorder.train_losses)

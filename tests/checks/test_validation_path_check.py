@@ -47,6 +47,40 @@ def test_healthy_validation_paths_pass(factory, raw):
     assert result.status == "pass", result.message
 
 
+class DeepBatchNorm(M.AutoMLP):
+    """Four Linear + BatchNorm layers at a large LR: the weights move so fast that the running statistics
+    (averages over the trial's steps) lag them, and eval mode scores worse than the start. Sealed X (blind):
+    a bearing-fault CNN's healthy twins failed so."""
+
+    def __init__(self, wrong_head: bool = False) -> None:
+        super().__init__(lr=0.2)
+        blocks = [
+            torch.nn.Sequential(torch.nn.Linear(a, 32), torch.nn.BatchNorm1d(32), torch.nn.ReLU())
+            for a in (M.IN, 32, 32, 32)
+        ]
+        self.net = torch.nn.Sequential(*blocks, torch.nn.Linear(32, M.C))
+        self.aux = torch.nn.Linear(32, M.C) if wrong_head else None
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        head = self.net[-1] if self.aux is None else self.aux  # the bug: a head training never fits
+        self.log("val_loss", F.cross_entropy(head(self.net[:-1](x)), y))
+
+
+def test_batchnorm_statistics_that_lag_a_fast_fit_pass_and_a_wrong_head_beside_them_fails():
+    torch.manual_seed(0)
+    result = _run(DeepBatchNorm())
+    assert result.status == "pass", result.message
+    assert (
+        result.details["after_batch_statistics"]
+        < result.details["before"] - 0.5 * result.details["train_drop"]
+    )
+    torch.manual_seed(0)
+    result = _run(DeepBatchNorm(wrong_head=True))
+    assert result.status == "fail", result.message
+    assert result.details["stale"] == ["aux.bias", "aux.weight"]
+
+
 def test_a_slow_ema_that_is_updated_passes_and_reports_its_lag():
     torch.manual_seed(0)
     result = _run(M.EMAModel(update=True, decay=0.99))

@@ -20,15 +20,12 @@ from lightning_recipes.harness.trial_fit import trial_fit
 
 __all__ = ["ValidationPathCheck"]
 
-#: Share of their initial values the BatchNorm running statistics may still hold for a judgement.
-BATCHNORM_LAG = 0.1
-#: With BatchNorm, a validation loss that follows at least this share of training's fall is not judged: the
-#: running statistics lag the changing weights, so only a validation that misses the fit entirely is a bug.
+BATCHNORM_LAG = 0.1  #: share of their initial values BatchNorm's running statistics may hold for a verdict
+#: With BatchNorm, validation following this share of training's fall is not judged (its statistics lag).
 BATCHNORM_PARTIAL = 0.2
 #: Relative difference above which the inputs of the two paths count as different (float noise: ~1e-7).
 INPUT_TOL = 1e-3
-#: A deterministic difference this large (relative) between what validation and training feed the first
-#: module for the same batch fails even when validation's loss followed the fit: it judges other inputs.
+#: A relative difference of the first module's inputs (same batch) that fails even when validation followed.
 INPUT_FAIL = 0.1
 
 
@@ -98,7 +95,8 @@ class ValidationPathCheck(SanityCheck):
         differs = view.input_difference is not None and view.input_difference > INPUT_TOL
         inputs = f"`{view.input_module[:24]}` gets inputs {view.input_difference or 0:.2g} apart in val"
         same_preprocessing = "Apply one preprocessing function in both steps (or in on_after_batch_transfer)."
-        if val_drop >= self.min_share * train_drop - 3 * sigma:
+        needed_val = self.min_share * train_drop - 3 * sigma  # also by batch statistics (BatchNorm's lag)
+        if val_drop >= needed_val:
             if not differs:
                 return self.verdict("pass", f"{saw} ({share:.0%}): validation sees the fit", details)
             details["gap_after"] = gap = view.after - last
@@ -115,6 +113,8 @@ class ValidationPathCheck(SanityCheck):
             return self.verdict("pass", summary, details)
         if differs:
             return self.verdict("fail", f"{lags}; {inputs}", details, action=same_preprocessing)
+        if (again := view.after_batch_statistics) is not None and view.before - again >= needed_val:
+            return self.verdict("pass", f"{lags}; {again:.3g} by batch statistics: BatchNorm lags", details)
         if view.batchnorm_lag > BATCHNORM_LAG or (view.batchnorm_lag > 0 and share >= BATCHNORM_PARTIAL):
             raise CheckInconclusive(f"{lags}; BatchNorm stats hold {view.batchnorm_lag:.0%} of their start")
         if kept := _statistics_kept_by_hand(context):
