@@ -139,10 +139,14 @@ def test_manual_optimization_skips_with_reason():
     assert all("manual optimisation" in r.message for r in report)
 
 
-def test_user_code_errors_become_an_error_not_a_crash():
+def test_user_code_errors_make_the_check_abstain_not_crash():
+    """Labels out of range: the user's cross-entropy raises (through the mode recording loss calls: its frame
+    forwards the call); ``data`` names the labels, ``init_loss`` abstains naming the user's line."""
     report = preflight(M.MLP(), train_dataloaders=M.out_of_range_loader(), checks=["data", "init_loss"])
     assert report["data"].status == "fail"
-    assert report["init_loss"].status == "error" and "IndexError" in report["init_loss"].message
+    result = report["init_loss"]
+    assert result.status == "inconclusive" and "your code raised IndexError at" in result.message
+    assert not report.ok and result.details["abstained"] == "user code raised"
 
 
 def test_iterable_of_dicts_without_input_key_skips_with_hint():
