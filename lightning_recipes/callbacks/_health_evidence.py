@@ -282,7 +282,7 @@ def evidence_of(data: CheckData, history: History, t: dict[str, float]) -> Evide
         ratios=ratios,
         spikes=spikes,
         lr=lr,
-        peak_lr=max((v for v in lrs if math.isfinite(v)), default=math.nan),
+        peak_lr=max((v for v in [*lrs, history.start_lr] if math.isfinite(v)), default=math.nan),
         growth=growth,
         start=start,
         at_start=at_start,

@@ -283,6 +283,7 @@ class HealthRepair:
                     f"step {alive_until}) and cut"
                 )
         self.lr_scale *= factor
+        monitor._history.start_lr = math.nan  # the LR is the repair's now: its own cut is no collapse
         after = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": restored}
         text = (
             f"{where} every group's learning rate "

@@ -353,7 +353,8 @@ def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
         1e-07
     """
     data, history, t, ratio, floor, lr, peak = e.data, e.history, e.t, e.ratio, e.floor, e.lr, e.peak_lr
-    cut = math.isfinite(lr) and math.isfinite(peak) and lr < 1e-3 * peak
+    # 1000x below its peak, a decayed LR's rounding allowed (3e-3 * 0.1 ** 3 is held as 3.0000000000000005e-6)
+    cut = math.isfinite(lr) and math.isfinite(peak) and lr <= 1e-3 * peak * (1 + 1e-9)
     collapsed = cut or (math.isfinite(ratio) and ratio < 1e-3 * floor)
     # a collapsed LR cannot move the loss: only this interval's own trend counts
     falling = e.falling or (not collapsed and e.below_previous)

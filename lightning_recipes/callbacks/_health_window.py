@@ -208,6 +208,8 @@ class History:
     #: those whose loss fell significantly, the last of those's step]`` (empty: none yet): the LR and steps
     #: the run trains at healthily
     healthy: list[float] = field(default_factory=list)
+    #: the largest LR of the run's first step (NaN: not known, a resumed run): the schedule's starting level
+    start_lr: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         """Plain Python for ``state_dict``; the memory added by issue #35 (:data:`_LATER`) only where it holds
@@ -241,6 +243,7 @@ _LATER = (
     "last_param_norm",
     "finite_weights_step",
     "healthy",
+    "start_lr",
 )
 
 

@@ -271,6 +271,10 @@ class HealthMonitor(Callback):
         self._optimizers = [type(unwrap_optimizer(o)).__name__ for o in trainer.optimizers]
         self._rows_start = RowLiveness([module for _, module in self._row_layers])
         self._start_pending = trainer.global_step == 0  # a resumed run has no step 0 to measure
+        if self._start_pending:  # the schedule's starting LR, part of the peak a collapse is measured from (a
+            # decay stepped per batch may be 100x down by the first check)
+            lrs = [float(g["lr"]) for o in trainer.optimizers for g in unwrap_optimizer(o).param_groups]
+            self._history.start_lr = max(lrs, default=math.nan)
         self._automatic = pl_module.automatic_optimization
         pipeline = next((c for c in callback_list(trainer) if isinstance(c, InputPipelineMonitor)), None)
         self._clock.follow(pipeline)

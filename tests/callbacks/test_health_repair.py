@@ -244,6 +244,20 @@ def test_a_collapsed_lr_is_raised_to_its_peak_and_the_raise_survives_a_resume(tm
     assert repairer.lr_scale == 1.0 and repairer._effective_lr(resumed.trainer) == pytest.approx(1e-2)
 
 
+def test_a_decay_stepped_per_batch_before_the_first_check_is_raised_to_the_lr_the_run_started_at() -> None:
+    """Zoo 12 (blind): MultiStepLR milestones 10, 20, 30 meant in epochs, hit by step. The first check (step
+    20) saw the LR 100x down already: the checks' largest LR was not the run's; its first step's LR is."""
+    from galleries.health.zoo12.zoo import PROBLEM_CASES
+
+    case = next(c for c in PROBLEM_CASES if c.name == "tones_multistep_epoch_milestones_stepped_per_batch")
+    plain, repaired = run_zoo_case(case, repair=False), run_zoo_case(case, repair=True)
+    assert plain["monitor"]._history.start_lr == pytest.approx(3e-3)
+    [event] = repaired["monitor"].repairs
+    assert (event.problem, event.action) == ("lr_too_low", "raise_lr"), event
+    assert event.after["lr"] == pytest.approx(3e-3), event
+    assert repaired["final"] < 0.9 * plain["final"], (plain["final"], repaired["final"])
+
+
 def test_an_lr_that_reached_zero_is_held_at_its_groups_peak_kept_in_the_state(tmp_path: Path) -> None:
     """No factor raises 0: the repair holds each group's LR at its peak (a floor under the schedule)."""
     repaired = run(case("lr_reaches_zero"), True, default_root_dir=tmp_path)
