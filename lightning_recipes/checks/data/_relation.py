@@ -217,7 +217,7 @@ def _one_feature(
     columns = [f"{k}[:, {i}]" for k in names for i in range(features(fit[k][:1]).shape[1])]
     compared = [_compare(own[d], y_held, cross[d], y_other, classes) for d in range(a.shape[1])]
     kept = [None if math.isnan(w) else w for w in within.tolist()]
-    found = [Relation("one feature", "train", *c, needed, *f) for c, f in zip(compared, zip(columns, kept))]
+    found = [Relation("one feature", "train", *c, needed, n, w) for c, n, w in zip(compared, columns, kept)]
     return [max(found, key=lambda r: (r.one_sided, r.z))]  # the first of the largest one-sided
 
 
