@@ -506,11 +506,14 @@ class ActivationHooks:
         self.rows, self.calls = rows, calls
         # id -> (weak reference, positive units, their dim, sum): weak, never keeping an activation alive
         self._seen: dict[int, tuple[weakref.ref[Tensor], Tensor | None, int, Tensor | None]] = {}
+        # per tanh/sigmoid module, this batch's calls: (the layer that produced the input, the row) or, once
+        # it has run on two layers' outputs, None (a shared module: each call is its layer's)
+        self._batch_calls: dict[int, list[tuple[int | None, Tensor]] | None] = {}
 
     def attach(self, watched: tuple[Named, Named, Named, Named]) -> list[Any]:
         """Hook the modules of ``watched`` (ReLUs, tanh/sigmoids, leaves, Linear/Conv, as from
         :func:`watched_modules`) for the stores given; returns the handles (remove them after the batch)."""
-        self._seen = {}
+        self._seen, self._batch_calls = {}, {}
         roles: dict[int, tuple[nn.Module, list[int | None]]] = {}
         kinds = [self.alive, self.saturation, self.nonfinite, self.rows]
         for k, (named, store) in enumerate(zip(watched, kinds)):
@@ -539,7 +542,7 @@ class ActivationHooks:
                     if relu is not None:
                         self._relu(relu, args, output)
                     if sat is not None:
-                        self._saturation(sat, tanh, output)
+                        self._saturation(sat, tanh, args, output)
                     if leaf is not None:
                         self._leaf(leaf, args, output)
             finally:
@@ -577,12 +580,32 @@ class ActivationHooks:
         else:  # one module at several widths (a ReLU shared by layers): no one layer's units, not measured
             self.alive[i] = alive[:0]
 
-    def _saturation(self, i: int, tanh: bool, output: Any) -> None:
-        if self.calls is not None:
-            self.calls.leave()
+    def _saturation(self, i: int, tanh: bool, args: Any, output: Any) -> None:
+        calls = self.calls
+        if calls is not None:
+            calls.leave()
         if not isinstance(output, Tensor) or not output.is_floating_point() or output.numel() == 0:
             return
         row = flat_and_gain(output, tanh).reshape(1, 2)
+        layer = calls.producer(args[0]) if calls is not None and args else None
+        batch = self._batch_calls.setdefault(i, [])
+        if batch is not None and layer is not None and any(k not in (None, layer) for k, _ in batch):
+            # one module on two layers' outputs (a shared nn.Tanh): an average over the layers would hide a
+            # saturated one, so every call of this batch is its layer's, as a function's call on it is
+            assert calls is not None and self.saturation is not None
+            own = [(k, r) for k, r in batch if k is None]  # calls on no layer's output stay the module's
+            kept = self.saturation[i][: len(self.saturation[i]) - len(batch)]
+            self.saturation[i] = torch.cat([kept, *(r for _, r in own)])
+            for k, r in batch:
+                if k is not None:
+                    calls.add(k, tanh, r)
+            batch = self._batch_calls[i] = None
+        if batch is None and layer is not None:
+            assert calls is not None
+            calls.add(layer, tanh, row)
+            return
+        if batch is not None:
+            batch.append((layer, row))
         assert self.saturation is not None
         previous = self.saturation.get(i)
         self.saturation[i] = row if previous is None else torch.cat([previous, row])
@@ -772,12 +795,21 @@ class FunctionalSaturation(_SampledMode):
         self.called = True
         if self._inside or not args or not isinstance(out, Tensor):
             return out
-        hit = self._produced.get(id(args[0]))
-        if hit is not None and hit[1] is args[0] and out.is_floating_point() and out.numel():
-            row = flat_and_gain(out, tanh=bool(kind)).reshape(1, 2)
-            previous = self.store.get((hit[0], kind))
-            self.store[(hit[0], kind)] = row if previous is None else torch.cat([previous, row])
+        layer = self.producer(args[0])
+        if layer is not None and out.is_floating_point() and out.numel():
+            self.add(layer, bool(kind), flat_and_gain(out, tanh=bool(kind)).reshape(1, 2))
         return out
+
+    def producer(self, value: Any) -> int | None:
+        """The index of the layer whose output ``value`` is (this batch, while active), else ``None``."""
+        hit = self._produced.get(id(value))
+        return hit[0] if hit is not None and hit[1] is value else None
+
+    def add(self, layer: int, tanh: bool, row: Tensor) -> None:
+        """One call's ``[flat fraction, gain]`` row of a sigmoid (``tanh`` False) or tanh on ``layer``'s
+        output."""
+        previous = self.store.get((layer, int(tanh)))
+        self.store[(layer, int(tanh))] = row if previous is None else torch.cat([previous, row])
 
     def pack(self, device: torch.device) -> Tensor:
         """Per layer, per kind (sigmoid, tanh), the mean ``[flat fraction, gain]`` (``-1`` not measured)."""

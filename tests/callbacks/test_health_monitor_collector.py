@@ -316,6 +316,31 @@ def test_a_relu_module_shared_by_layers_of_two_widths_is_not_measured_and_the_ru
     assert monitor.findings == []
 
 
+class SharedTanh(SharedRelu):
+    """One ``nn.Tanh`` module after both layers, the first layer's weights 100x too large (saturated)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.act = nn.Tanh()
+        with torch.no_grad():
+            self.fc1.weight.mul_(100.0)
+
+
+def test_a_tanh_module_shared_by_two_layers_is_measured_per_layer(windows: Windows) -> None:
+    """Zoo 12 (blind): a shared ``nn.Tanh`` averaged a saturated layer with a healthy one (~50%), and the
+    saturation went unnamed; each call is now its layer's, as a function's call on that layer's output is."""
+    torch.manual_seed(0)
+    monitor = HealthMonitor(check_every_n_steps=10)
+    fast_trainer(max_steps=20, max_epochs=-1, callbacks=[monitor], limit_val_batches=0).fit(
+        SharedTanh(), loader(classification())
+    )
+    for data in windows.checks:
+        assert "act" not in data.saturated  # no average over the two layers
+        assert data.saturated["fc1:tanh"] > 0.9 > 0.1 > data.saturated["fc2:tanh"]
+    assert [f.problem for f in monitor.findings] == ["saturated_activations"]
+    assert list(monitor.findings[0].evidence["saturated_fraction"]) == ["fc1:tanh"]
+
+
 # ------------------------------------------------------------------------------------------------ data wait
 
 

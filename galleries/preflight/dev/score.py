@@ -12,8 +12,8 @@ sealed gallery E, ``--gallery sealed-f`` sealed gallery F, ``sealed-g`` G, ``sea
 halves, ``h.py`` and ``i.py``), ``sealed-jk`` J (``j.py`` and ``k.py``), ``sealed-lm`` L (``l.py`` and
 ``m.py``), ``sealed-no`` N (``n.py`` and ``o.py``), ``sealed-pq`` P (``p.py`` and ``q.py``), ``sealed-rs``
 R (``r.py`` and ``s.py``), ``sealed-tu`` T (``t.py`` and ``u.py``), ``sealed-vw`` V (``v.py`` and
-``w.py``) and ``sealed-xy`` X (``x.py`` and ``y.py``): each once, at the end of the work it judges
-(issue #34).
+``w.py``), ``sealed-xy`` X (``x.py`` and ``y.py``) and ``sealed-z`` Z (``z1.py`` and ``z2.py``): each
+once, at the end of the work it judges (issue #34).
 
 A bug is caught when some check says ``fail`` or ``warn``; ``inconclusive``, ``skip`` and ``error`` do not
 catch it (a miss). A healthy case raises a false alarm when some check says ``fail`` or ``error``; its
@@ -85,7 +85,11 @@ GALLERIES = (
     "sealed-tu",
     "sealed-vw",
     "sealed-xy",
+    "sealed-z",
 )
+
+#: The galleries whose halves are not one letter each.
+HALVES = {"sealed": ("a", "b"), "sealed-z": ("z1", "z2")}
 
 
 def gallery_cases(gallery: str, twins: bool = False) -> list[SealedCase]:
@@ -96,7 +100,7 @@ def gallery_cases(gallery: str, twins: bool = False) -> list[SealedCase]:
         return BUGS + HEALTHY + (FIXED_TWINS if twins else [])
     import importlib
 
-    letters = "ab" if gallery == "sealed" else gallery.removeprefix("sealed-")
+    letters = HALVES.get(gallery) or tuple(gallery.removeprefix("sealed-"))
     modules = [importlib.import_module(f"galleries.preflight.sealed.{letter}") for letter in letters]
     cases = [case for m in modules for case in m.BUGS] + [case for m in modules for case in m.HEALTHY]
     if twins:  # the twin each proof trains the bug against (the gallery's proof module, imported here only)

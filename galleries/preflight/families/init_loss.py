@@ -1,4 +1,6 @@
-"""The ``init_loss`` family: initial losses that are wrong for a reason the check can name."""
+"""The ``init_loss`` family: initial losses that are wrong for a reason the check can name. A loss that is
+right at uniform logits and too high from the head's scale is a ``warn`` (it costs steps); a wrong loss
+fails."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ BUGS: list[Case] = [
         M.BadInitBCE,
         M.binary_data,
         "init_loss",
-        "fail",
+        "warn",
         ("too high", "ln 2", "initialised too large"),
     ),
     Case(
@@ -25,7 +27,7 @@ BUGS: list[Case] = [
         M.WrongPriorBias,
         partial(M.binary_data, 0.1),
         "init_loss",
-        "fail",
+        "warn",
         ("too high", "ln 2"),
     ),
     Case(
@@ -35,7 +37,7 @@ BUGS: list[Case] = [
         M.BadInitSegmenter,
         M.segmentation_data,
         "init_loss",
-        "fail",
+        "warn",
         ("too high", "ln 3"),
     ),
     Case(

@@ -35,7 +35,8 @@ class InitLossCheck(SanityCheck):
         num_classes: Number of classes ``C``: expect ``ln C`` whatever the loss.
         num_batches: Training batches to average over.
         warn_rtol: Relative deviation from the expectation that gives ``"warn"``.
-        high_rtol: Relative excess that gives ``"fail"`` (default 1.0: twice the expected loss).
+        high_rtol: Relative excess that gives ``"fail"`` (default 1.0: twice the expected loss); ``"warn"``
+            where the loss at uniform logits is the expected one (the excess is the head's scale).
         low_rtol: Relative shortfall that gives ``"fail"`` (default 0.5: half the expected loss).
 
     Example:
@@ -126,6 +127,7 @@ class InitLossCheck(SanityCheck):
                     summary = f"{stated}: too high even with `{scaled[0]}` scaled 10x down ({scaled[1]:.4g})"
                     action = "A scaled or normalised head (e.g. a cosine margin head)? Pass expected_loss=."
                     return self.verdict("inconclusive", summary, details, action=action)
+                status = "warn"  # right at uniform logits: the head's scale costs steps, not the result
             action = f"The loss is summed instead of averaged over {summed} targets: use reduction='mean'."
             if not summed:
                 action = "Zero or scale down an output layer initialised too large, or drop extra loss terms."
