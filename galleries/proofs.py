@@ -63,6 +63,8 @@ PROOF_MODULES = (
     "galleries/preflight/sealed/test_proofs_w.py",
     "galleries/preflight/sealed/test_proofs_x.py",
     "galleries/preflight/sealed/test_proofs_y.py",
+    "galleries/preflight/sealed/test_proofs_z1.py",
+    "galleries/preflight/sealed/test_proofs_z2.py",
     "galleries/health/zoo1/test_proofs.py",
     "galleries/health/zoo2/test_proofs.py",
     "galleries/health/zoo3/test_proofs.py",
@@ -76,6 +78,8 @@ PROOF_MODULES = (
     "galleries/health/zoo11/test_proofs.py",
     "galleries/health/zoo12/test_proofs.py",
     "galleries/health/zoo13/test_proofs.py",
+    "galleries/health/zoo14/test_proofs.py",
+    "galleries/health/zoo15/test_proofs.py",
 )
 # The distributions the proofs train with: their pins in constraints.txt are part of the hash.
 PINNED = ("torch", "lightning", "transformers", "scikit-learn")

@@ -1133,7 +1133,8 @@ def _squared_sums(norms: list[list[Tensor]], device: torch.device) -> Tensor:
 def _largest_rows(
     columns: list[tuple[int, list[int], Tensor, Tensor]], steps: int, device: torch.device
 ) -> tuple[Tensor, Tensor]:
-    """Per step, the row holding its batch's largest |value|, and that value."""
+    """Per step, the row holding its batch's largest |value|, and that value (NaN wins: a NaN target beside
+    finite inputs makes the batch non-finite)."""
     width = max(j for j, _, _, _ in columns) + 1
     values = torch.full((steps, width), -math.inf, dtype=torch.float64, device=device)
     rows = torch.full((steps, width), -1, dtype=torch.long, device=device)
@@ -1143,7 +1144,7 @@ def _largest_rows(
         rows[:, j].index_copy_(0, where, row.to(device))
     best, row = values[:, 0], rows[:, 0]
     for j in range(1, width):  # the first tensor's value unless a later one is larger
-        larger = values[:, j] > best
+        larger = (values[:, j] > best) | values[:, j].isnan()
         best, row = torch.where(larger, values[:, j], best), torch.where(larger, rows[:, j], row)
     return row.double(), best
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_recipes.callbacks._health_rules import evidence_of, not_learning, overfitting
@@ -106,6 +107,29 @@ def test_one_nan_sample_that_poisoned_the_weights_is_blamed_on_its_batch() -> No
     assert finding.evidence["nonfinite_weights"] and "The batch of step 5 held inf/nan" in finding.advice
     inputs = next(c for c in finding.causes if c.name == "inputs")
     assert inputs.evidence_for == {"nonfinite_batch_step": 5}
+
+
+class Regressor(NanLossAt):
+    """A one-output regressor on float targets (the targets may hold NaN: a count missing in an export)."""
+
+    def __init__(self) -> None:
+        super().__init__(step=-1)
+        self.head = nn.Linear(self.head.in_features, 1)
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.mse_loss(self(x).squeeze(-1), y)
+
+
+def test_one_nan_target_beside_finite_inputs_is_blamed_on_its_batch() -> None:
+    """Sealed zoo 15 (blind): a missing count read as NaN; the batch's largest |value| was its inputs', as a
+    NaN compares below every number, so the poisoned weights were blamed on the step."""
+    torch.manual_seed(0)
+    x, y = torch.randn(512, 16), torch.randn(512)
+    y[5 * 32 + 7] = float("nan")  # the target of the batch of step 5 only (read in order)
+    finding = _nonfinite_finding(Regressor(), DataLoader(TensorDataset(x, y), batch_size=32))
+    assert finding.evidence["cause"] == "inputs" and finding.evidence["nonfinite_batch_step"] == 5
+    assert "The batch of step 5 held inf/nan" in finding.advice
 
 
 def test_repair_rolls_back_past_the_nan_sample_batch_and_skips_it() -> None:

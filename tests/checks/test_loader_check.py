@@ -118,6 +118,18 @@ def test_a_balanced_weighted_sampler_serves_rare_classes_more_and_passes():
     assert rare["served_share"] > 3 * rare["dataset_share"]
 
 
+def test_a_sampler_given_one_weight_per_class_draws_two_rows_over_and_over_and_fails_whatever_the_targets():
+    """Sealed gallery Z (blind): ``WeightedRandomSampler`` handed the 2 class weights draws rows 0 and 1
+    only; the float 0/1 targets of a binary logit skipped the class shares, so nothing said so."""
+    data = TensorDataset(torch.randn(2400, 9), (torch.rand(2400) < 0.1).float())
+    sampler = WeightedRandomSampler(torch.tensor([0.1, 0.9]), num_samples=2400)  # meant one per row
+    result = run_loader(DataLoader(data, batch_size=64, sampler=sampler))
+    assert result.status == "fail" and result.details["distinct_served"] == 2, result.message
+    assert "from only 2 of the dataset's 2400" in result.summary and result.action
+    few = SubsetRandomSampler(list(range(0, 2400, 40)))  # a 2.5% labelled subset, each row once: not a repeat
+    assert run_loader(DataLoader(data, batch_size=64, sampler=few)).status == "skip"
+
+
 @pytest.mark.parametrize("make", ["shuffle", "uniform_replacement", "random_subset"])
 def test_samplers_that_keep_the_shares_pass(make):
     data = imbalanced()

@@ -1,4 +1,5 @@
-"""Check what the loaders serve: at least one batch per epoch, and every class at no less than its share."""
+"""Check what the loaders serve: at least one batch per epoch, drawn from the dataset rather than a few of its
+samples over and over, and every class at no less than its share."""
 
 from __future__ import annotations
 
@@ -93,6 +94,12 @@ class LoaderCheck(SanityCheck):
             details["not_checked"] = "the served label distribution (not a map-style DataLoader)"
             return self.verdict("pass", f"the training loader yields {batches}", details)
         details["batches_per_epoch"] = served.batches if served.complete else None
+        reached, draws, size = len(set(served.indices)), len(served.indices), loader_length(train.dataset)
+        if served.complete and size and draws >= 10 * reached and 10 * reached <= size:  # a few, repeated
+            details |= {"distinct_served": reached, "served_samples": draws, "dataset_samples": size}
+            summary = f"an epoch draws {draws} samples from only {reached} of the dataset's {size}"
+            action = "Give the sampler one weight per sample (WeightedRandomSampler(w[y])), not per class."
+            return self.verdict("fail", summary, details, action=action)
         if not served.complete and is_shuffled(train) is not True:
             details["not_checked"] = f"the served label distribution (a fixed order of > {MAX_EPOCH_INDICES})"
             return self.verdict("pass", f"the training loader yields {batches}", details)
