@@ -84,6 +84,37 @@ def test_random_masking_in_training_step_is_not_blamed_on_the_model():
     assert result.details["random_module"] is None and len(result.summary) <= 120
 
 
+class PaddedEncoder(pl.LightningModule):
+    """Token classification through ``nn.TransformerEncoder`` with a padding mask: in eval its fast path
+    runs the layers on nested tensors (whose ``.shape`` raises)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(12, 16, padding_idx=0)
+        layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        return self.head(self.encoder(self.embed(tokens), src_key_padding_mask=tokens == 0).mean(1))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        return F.cross_entropy(self(batch[0]), batch[1])
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), 1e-3)
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_a_transformer_encoder_on_nested_tensors_in_eval_is_compared_not_an_error():
+    """Sealed gallery Z (blind): a transliterator's encoder with a padding mask made the check raise."""
+    x = torch.randint(1, 12, (64, 8))
+    x[:, 5:] = 0
+    data = DataLoader(torch.utils.data.TensorDataset(x, torch.randint(0, 3, (64,))), batch_size=16)
+    result = EvalModeCheck().run(CheckContext(PaddedEncoder(), data))
+    assert result.status == "pass", result.message
+
+
 def test_user_model_rng_and_mode_untouched():
     case = next(c for c in gallery.BUGS if c.id == "bn-stats-updated-in-eval-cnn")
     model = case.model()

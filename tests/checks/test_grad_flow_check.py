@@ -135,6 +135,34 @@ class Activated(_models.Regressor):
         return self.net[2](self.activation(self.net[0](x))).squeeze(-1)
 
 
+class Codec(_models.Regressor):
+    """An encoder whose small latents are rounded to whole numbers before the decoder: through the
+    straight-through estimator (``straight``, healthy) or by ``round`` alone (no gradient to the encoder)."""
+
+    def __init__(self, straight: bool) -> None:
+        super().__init__()
+        self.straight = straight
+        with torch.no_grad():
+            self.net[0].weight.mul_(0.01)  # latents within +-0.5: every one rounds to 0 at init
+
+    def forward(self, x):
+        h = self.net[0](x)
+        q = h + (h.round() - h).detach() if self.straight else h.round()
+        return self.net[2](q).squeeze(-1)
+
+
+def test_a_weight_whose_inputs_round_to_zero_is_unfed_not_cut_and_a_rounding_without_gradient_fails():
+    """Sealed gallery Z (blind): a codec's decoder reads latents rounded to 0 at init through a
+    straight-through estimator: its weight's gradient is exactly 0 while its bias learns. That weight shapes
+    nothing yet: no path is cut. Rounding without the estimator cuts the encoder off, and fails."""
+    data = {"train_dataloaders": _models.regression_loader()}
+    healthy = preflight(Codec(straight=True), **data, checks=[GradFlowCheck()])["grad_flow"]
+    assert healthy.status == "pass" and healthy.details["unfed"] == ["net.2.weight"], healthy.message
+    cut = preflight(Codec(straight=False), **data, checks=[GradFlowCheck()])["grad_flow"]
+    assert cut.status == "fail", cut.message
+    assert cut.details["zero_grad"][:2] == ["net.0.weight", "net.0.bias"]
+
+
 class GradientPenalty(_models.Regressor):
     """MSE plus a penalty on the input gradient, which trains the model only with ``create_graph=True``."""
 

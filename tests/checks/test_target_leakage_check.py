@@ -136,6 +136,58 @@ def test_teacher_forcing_with_the_target_shifted_right_is_legitimate():
     assert shipped.status == "fail" and shipped.details["target_as_input"]["leak"]
 
 
+class Transliterator(pl.LightningModule):
+    """A source of 6 tokens, a target of 9 in one batch entry; ``training_step`` feeds the decoder (a GRU,
+    causal) ``target[:, :-1]`` and scores ``target[:, 1:]``, as seq2seq tutorials do. ``mistake``:
+    ``"unshifted"`` scores ``target[:, :-1]`` (each position its own input), ``"bidirectional"`` lets every
+    position read the whole target (no causal mask)."""
+
+    def __init__(self, mistake: str = "") -> None:
+        super().__init__()
+        self.mistake = mistake
+        self.src, self.tgt = torch.nn.Embedding(12, 16), torch.nn.Embedding(12, 16)
+        self.decoder = torch.nn.GRU(16, 16, batch_first=True, bidirectional=mistake == "bidirectional")
+        self.out = torch.nn.Linear(32 if mistake == "bidirectional" else 16, 12)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        memory = self.src(src).mean(1, keepdim=True)
+        return self.out(self.decoder(self.tgt(tgt_in) + memory)[0])
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        src, tgt = batch
+        scored = tgt[:, :-1] if self.mistake == "unshifted" else tgt[:, 1:]
+        return torch.nn.functional.cross_entropy(self(src, tgt[:, :-1]).transpose(1, 2), scored)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+
+def _transliteration_data() -> dict[str, Any]:
+    data = {}
+    for key, seed in (("train_dataloaders", 0), ("val_dataloaders", 1)):
+        g = torch.Generator().manual_seed(seed)
+        src = torch.randint(0, 12, (256, 6), generator=g)
+        tgt = torch.cat([src, src.flip(1)[:, :3]], 1)  # a target of 9 made from the source
+        data[key] = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(src, tgt), batch_size=32)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("mistake", "status"), [("", "pass"), ("unshifted", "fail"), ("bidirectional", "fail")]
+)
+def test_a_seq2seq_decoder_fed_the_target_it_is_scored_on_the_next_token_of_is_judged_position_by_position(
+    mistake: str, status: str
+) -> None:
+    """Sealed gallery Z (blind): a transliterator whose step shifts one target entry failed on every healthy
+    model (the whole output moves with the target); output ``t`` may read the target up to ``t`` only."""
+    torch.manual_seed(0)
+    result = _run(Transliterator(mistake), _transliteration_data())
+    assert result.status == status, result.message
+    fed = result.details["target_as_input"]
+    assert fed["starts"] == ([0] if mistake == "unshifted" else [1, 4, 8])  # scored on the next token
+    assert (fed["changes"] == [0.0, 0.0, 0.0]) == (status == "pass")
+
+
 def _onehot_01_data() -> dict[str, Any]:
     out = {}
     for key, seed, n in (("train_dataloaders", 0, 512), ("val_dataloaders", 1, 128)):

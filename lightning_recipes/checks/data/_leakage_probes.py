@@ -16,7 +16,7 @@ from lightning_recipes.checks._probe import entries, replace_entries, seeded
 from lightning_recipes.checks.data._relation import lookup_scores
 from lightning_recipes.checks.model.causality_check import aligned_output
 from lightning_recipes.checks.report import CheckSkipped
-from lightning_recipes.harness import CannotRunOnCopy
+from lightning_recipes.harness import CannotRunOnCopy, LossRecorder
 from lightning_recipes.harness import Harness as CheckContext
 
 COPY_SHARE, COPY_MARGIN = 0.95, 0.5  # sequence targets: share of trained positions that copy an input token
@@ -109,13 +109,16 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
     if again.shape != base.shape or not torch.equal(again, base):
         return Probe("the output changes between two identical calls (a state updated, randomness)"), None
     sequence = inputs.ndim >= 2 and targets.shape[:2] == inputs.shape[:2] and targets.shape[1] >= 2
-    if sequence:
+    # teacher forcing: a decoder fed the target and scored on each next token; output t may read targets <= t
+    shift = int(not sequence and targets.ndim == 2 and targets.shape[1] >= 3 and _scores_next(context, batch))
+    if sequence or shift:
         try:
-            base = aligned_output(base, inputs)
+            base = aligned_output(base, targets[:, 1:] if shift else inputs)
+            sequence = True
         except CheckSkipped:
             sequence = False
     length = int(targets.shape[1]) if sequence else 1
-    starts = sorted({0, length // 2, length - 1}) if sequence and target_as_input else [0]
+    starts = sorted({shift, length // 2, length - 1}) if sequence and target_as_input else [0]
     moved, changed_loss = [], None
     for start in starts:
         changed = targets.clone()
@@ -123,11 +126,11 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
             changed[:, start:] = replacement[:, start:]
         replaced = replace_entries(batch, {key: changed if sequence else replacement})
         output, loss, _ = _observed(context, model, replaced)
-        changed_loss = loss if start == 0 else changed_loss
+        changed_loss = loss if start == starts[0] else changed_loss
         if output is None or output.numel() != base.numel():
             return Probe("the output's shape changed with the target"), None
         delta = (output.reshape(base.shape) - base).float().abs()
-        moved.append(float(delta[:, : start + 1].amax() if sequence else delta.amax()))
+        moved.append(float(delta[:, : start + 1 - shift].amax() if sequence else delta.amax()))
     flat = base.float().reshape(len(base), -1)
     varies = float((flat.amax(-1) - flat.amin(-1)).amax()) > 0  # uniform: an unchanged loss proves nothing
     uses = _moved(base_loss, changed_loss) if varies else None
@@ -149,6 +152,15 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
     fix = "Pass the target only to the loss (decoders: shifted right); if meant: target_as_input=False."
     evidence = {**evidence, "leaking_starts": leaking}
     return Probe(leak=True, summary=summary, action=fix, evidence=evidence), uses
+
+
+def _scores_next(context: CheckContext, batch: Any) -> bool:
+    """Whether a loss of the step scores ``target[:, 1:]``: the token after each one the decoder reads."""
+    after = context.split(batch)[1][:, 1:]  # type: ignore[index]
+    with LossRecorder(batch) as recorder, torch.no_grad(), contextlib.suppress(Exception):
+        seeded(context.seed, context.training_loss, context.copy_model(), batch)
+    scored = [c.target for c in recorder.calls if c.target is not None and c.target.numel() == after.numel()]
+    return any(torch.equal(t.reshape(after.shape), after) for t in scored)
 
 
 def probe_hidden_unscored(context: CheckContext, batch: Any) -> Probe:

@@ -74,9 +74,12 @@ class GradFlowCheck(SanityCheck):
         no_grad = [name for name, _ in trainable if name not in seen]
         zero = [name for name, _ in trainable if name in seen and name not in nonzero]
         cancelled = _cancelled(context, model, dict(trainable), zero) if zero and not nonfinite else []
-        zero = [name for name in zero if name not in cancelled]
+        # a gradient reached the module (its bias moves) and its weight read inputs of exactly 0 (latents
+        # rounded at init): that weight shapes nothing yet, no path is cut
+        unfed = [n for n in zero if n.endswith(".weight") and n.removesuffix("weight") + "bias" in nonzero]
+        zero = [name for name in zero if name not in cancelled and name not in unfed]
         details.update(steps=steps, loss=loss, no_grad=no_grad, zero_grad=zero, nonfinite_grad=nonfinite)
-        details["cancelled"] = cancelled
+        details |= {"cancelled": cancelled, "unfed": unfed}
         dead = no_grad + zero
         if len(dead) == len(trainable):
             summary = f"no parameter gets any gradient in {steps} backward passes (loss {loss:.4g}, constant)"
