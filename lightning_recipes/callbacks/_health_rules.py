@@ -532,14 +532,15 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
         previous = history.validations[-1] if history.validations else None
         history.validations.append(entry)
         best_epoch, best_val, best_train, best_se, best_count = min(history.validations, key=lambda v: v[1])
-        _, val, train, se, count = entry
-        se, best_se = validation_se(val, se, count), validation_se(best_val, best_se, best_count)
+        _, val, train, measured, count = entry
+        se, best_se = validation_se(val, measured, count), validation_se(best_val, best_se, best_count)
         gl = 100.0 * (val / best_val - 1.0) if best_val > 0 else 0.0
         if math.isnan(se) or math.isnan(best_se):  # no noise estimate at all: demand 4x the rise
             significant = gl > 4 * t["overfit_gl"]
         else:
             significant = significantly_above(val, se, best_val, best_se, z)
-        significant = significant or _rise_beyond_series_noise(history.validations, val, best_val, z)
+        if math.isfinite(measured):  # per-batch noise that heavy-tailed batches inflate: the series' own too
+            significant = significant or _rise_beyond_series_noise(history.validations, val, best_val, z)
         recovering = previous is not None and significantly_above(
             previous[1], validation_se(previous[1], previous[3], previous[4]), val, se, z
         )
@@ -620,16 +621,20 @@ def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decis
     window_steps, means, _ = e.window(k)
     if min(means) - e.loss_floor < (1.0 - t["trivial_band"]) * (start - e.loss_floor):
         return None  # it left the level of knowing nothing: it learns (or learned)
+    # three validations or more, none out of the level of knowing nothing: what it fits does not carry over
+    vals = [v[1] for v in history.validations if math.isfinite(v[1])]
+    val_stuck = len(vals) >= 3 and min(vals) >= (1.0 - t["trivial_band"]) * start
     # a ratio a constant added to the loss inflates: also needs the input-free level, or no fall since step 0
-    if (not e.input_free) if e.level_known else e.left_start(k):
-        return None
+    if ((not e.input_free) if e.level_known else e.left_start(k)) and not val_stuck:
+        return None  # below the input-free level: it learned something (unless validation says otherwise)
     if plateau_judges:
         five = int(t["plateau_checks"])
         memorising = n >= five - 1 and (lambda f: f[0] and f[1] > t["plateau_rtol"] * abs(f[2]))(
             e.falls(five)
         )
         significant, drop, level = e.falls(k)
-        if not (memorising or (significant and drop <= t["plateau_rtol"] * abs(level))):
+        flat = (significant and drop <= t["plateau_rtol"] * abs(level)) or (val_stuck and not significant)
+        if not (memorising or flat):
             return None  # flat within its noise, or it fell materially early on: ``loss_plateau`` judges that
         unknown_level = not math.isfinite(data.input_free_loss) and not validation_never_improved(history, t)
         if not memorising and unknown_level and e.kept_scale:

@@ -130,6 +130,29 @@ def test_a_sampler_given_one_weight_per_class_draws_two_rows_over_and_over_and_f
     assert run_loader(DataLoader(data, batch_size=64, sampler=few)).status == "skip"
 
 
+class Widening(torch.utils.data.Sampler):
+    """A curriculum: epoch ``e`` draws 2,400 times from the easiest ``20 * 10 ** e`` samples."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.epoch = size, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return 2400
+
+    def __iter__(self):
+        reach = min(self.size, 20 * 10**self.epoch)
+        return iter(torch.randint(0, reach, (2400,), generator=torch.Generator().manual_seed(0)).tolist())
+
+
+def test_a_curriculum_that_repeats_a_few_samples_at_first_and_widens_with_set_epoch_is_not_failed():
+    data = TensorDataset(torch.randn(2400, 9), torch.rand(2400))
+    result = run_loader(DataLoader(data, batch_size=64, sampler=Widening(2400)))
+    assert result.status == "skip" and "distinct_served" not in result.details, result.message
+
+
 @pytest.mark.parametrize("make", ["shuffle", "uniform_replacement", "random_subset"])
 def test_samplers_that_keep_the_shares_pass(make):
     data = imbalanced()

@@ -94,12 +94,14 @@ class LoaderCheck(SanityCheck):
             details["not_checked"] = "the served label distribution (not a map-style DataLoader)"
             return self.verdict("pass", f"the training loader yields {batches}", details)
         details["batches_per_epoch"] = served.batches if served.complete else None
-        reached, draws, size = len(set(served.indices)), len(served.indices), loader_length(train.dataset)
-        if served.complete and size and draws >= 10 * reached and 10 * reached <= size:  # a few, repeated
-            details |= {"distinct_served": reached, "served_samples": draws, "dataset_samples": size}
-            summary = f"an epoch draws {draws} samples from only {reached} of the dataset's {size}"
-            action = "Give the sampler one weight per sample (WeightedRandomSampler(w[y])), not per class."
-            return self.verdict("fail", summary, details, action=action)
+        if (repeated := _few_repeated(served, train)) is not None:
+            later = _later_epoch(context, train)  # a curriculum that widens with set_epoch: judged at its end
+            if later is None or _few_repeated(served_indices(later[1], MAX_EPOCH_INDICES), later[1]):
+                reached, draws, size = repeated
+                details |= {"distinct_served": reached, "served_samples": draws, "dataset_samples": size}
+                summary = f"an epoch draws {draws} samples from only {reached} of the dataset's {size}"
+                action = "Weight each sample, not each class: WeightedRandomSampler(w[y], len(y))."
+                return self.verdict("fail", summary, details, action=action)
         if not served.complete and is_shuffled(train) is not True:
             details["not_checked"] = f"the served label distribution (a fixed order of > {MAX_EPOCH_INDICES})"
             return self.verdict("pass", f"the training loader yields {batches}", details)
@@ -199,6 +201,14 @@ def _later_epoch(context: CheckContext, loader: DataLoader[Any]) -> tuple[int, D
     return epoch, DataLoader(
         loader.dataset, batch_size=loader.batch_size, sampler=later, drop_last=loader.drop_last
     )
+
+
+def _few_repeated(served: Any, loader: DataLoader[Any]) -> tuple[int, int, int] | None:
+    """``(distinct, draws, dataset size)`` of an epoch drawing >= 10x from < 10% of the dataset, else None."""
+    if served is None or not served.complete:
+        return None
+    reached, draws, size = len(set(served.indices)), len(served.indices), loader_length(loader.dataset)
+    return (reached, draws, size) if size and draws >= 10 * reached and 10 * reached <= size else None
 
 
 def _empty(split: str, loader: Any) -> tuple[str, str]:
