@@ -621,9 +621,9 @@ def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decis
     window_steps, means, _ = e.window(k)
     if min(means) - e.loss_floor < (1.0 - t["trivial_band"]) * (start - e.loss_floor):
         return None  # it left the level of knowing nothing: it learns (or learned)
-    # three validations or more, none out of the level of knowing nothing: what it fits does not carry over
+    # three validations or more, none below the untrained model's loss: nothing it fits carries over
     vals = [v[1] for v in history.validations if math.isfinite(v[1])]
-    val_stuck = len(vals) >= 3 and min(vals) >= (1.0 - t["trivial_band"]) * start
+    val_stuck = len(vals) >= 3 and min(vals) >= start
     # a ratio a constant added to the loss inflates: also needs the input-free level, or no fall since step 0
     if ((not e.input_free) if e.level_known else e.left_start(k)) and not val_stuck:
         return None  # below the input-free level: it learned something (unless validation says otherwise)
