@@ -17,6 +17,8 @@ STYLE = {
     "skip": "dim",
     "error": "bold magenta",
 }
+#: The statuses a report's tally always shows; ``inconclusive`` and ``error`` only when some.
+ALWAYS_COUNTED = ("pass", "warn", "fail", "skip")
 #: Statuses whose whole message the compact report shows (the others get their first sentence).
 DETAILED = ("warn", "fail", "error", "inconclusive")
 
@@ -33,8 +35,6 @@ def title(report: Any, slowest: bool = True) -> str:
     key = "pass" if report.ok else "fail" if report.failures else "error" if report.errors else "inconclusive"
     word = {"pass": "OK", "fail": "FAILED", "error": "ERROR", "inconclusive": "NOT JUDGED"}[key]
     verdict = f"[{STYLE[key]}]{word}[/]"
-    from lightning_recipes.checks.report import ALWAYS_COUNTED
-
     tally = ", ".join(f"{n} {s}" for s, n in report.counts().items() if n or s in ALWAYS_COUNTED)
     longest = report.slowest
     slow = f"; slowest: {longest.name} {longest.seconds:.1f} s" if slowest and longest is not None else ""

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from lightning_recipes._console import has_rich, print_rich, render, strip_markup
 from lightning_recipes._jsonable import jsonable
-from lightning_recipes._report_text import compact_lines, renderable, table, title
+from lightning_recipes._report_text import ALWAYS_COUNTED, compact_lines, renderable, table, title
 
 __all__ = [
     "GUIDE",
@@ -30,7 +30,6 @@ Status = Literal["pass", "warn", "fail", "inconclusive", "skip", "error"]
 STATUSES: tuple[str, ...] = ("pass", "warn", "fail", "inconclusive", "skip", "error")
 #: The statuses that are a verdict on the model; ``inconclusive``, ``skip`` and ``error`` are not.
 JUDGED: tuple[str, ...] = ("pass", "warn", "fail")
-ALWAYS_COUNTED = ("pass", "warn", "fail", "skip")  # in a report's tally; inconclusive and error when some
 
 
 class CheckSkipped(Exception):
