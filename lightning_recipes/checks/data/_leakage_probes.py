@@ -110,7 +110,8 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
         return Probe("the output changes between two identical calls (a state updated, randomness)"), None
     sequence = inputs.ndim >= 2 and targets.shape[:2] == inputs.shape[:2] and targets.shape[1] >= 2
     # teacher forcing: a decoder fed the target and scored on each next token; output t may read targets <= t
-    shift = int(not sequence and targets.ndim == 2 and targets.shape[1] >= 3 and _scores_next(context, batch))
+    fed = not sequence and targets.ndim == 2 and targets.shape[1] >= 3
+    shift = int(fed and _scores_next(context, model, batch, targets[:, 1:]))
     if sequence or shift:
         try:
             base = aligned_output(base, targets[:, 1:] if shift else inputs)
@@ -154,11 +155,11 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
     return Probe(leak=True, summary=summary, action=fix, evidence=evidence), uses
 
 
-def _scores_next(context: CheckContext, batch: Any) -> bool:
-    """Whether a loss of the step scores ``target[:, 1:]``: the token after each one the decoder reads."""
-    after = context.split(batch)[1][:, 1:]  # type: ignore[index]
+def _scores_next(context: CheckContext, model: Any, batch: Any, after: Tensor) -> bool:
+    """Whether a loss of the step scores ``after`` (``target[:, 1:]``): the token after each one the decoder
+    reads."""
     with LossRecorder(batch) as recorder, torch.no_grad(), contextlib.suppress(Exception):
-        seeded(context.seed, context.training_loss, context.copy_model(), batch)
+        seeded(context.seed, context.training_loss, model, batch)
     scored = [c.target for c in recorder.calls if c.target is not None and c.target.numel() == after.numel()]
     return any(torch.equal(t.reshape(after.shape), after) for t in scored)
 
