@@ -65,6 +65,8 @@ PROOF_MODULES = (
     "galleries/preflight/sealed/test_proofs_y.py",
     "galleries/preflight/sealed/test_proofs_z1.py",
     "galleries/preflight/sealed/test_proofs_z2.py",
+    "galleries/preflight/sealed/test_proofs_zz1.py",
+    "galleries/preflight/sealed/test_proofs_zz2.py",
     "galleries/health/zoo1/test_proofs.py",
     "galleries/health/zoo2/test_proofs.py",
     "galleries/health/zoo3/test_proofs.py",
@@ -80,6 +82,8 @@ PROOF_MODULES = (
     "galleries/health/zoo13/test_proofs.py",
     "galleries/health/zoo14/test_proofs.py",
     "galleries/health/zoo15/test_proofs.py",
+    "galleries/health/zoo16/test_proofs.py",
+    "galleries/health/zoo17/test_proofs.py",
 )
 # The distributions the proofs train with: their pins in constraints.txt are part of the hash.
 PINNED = ("torch", "lightning", "transformers", "scikit-learn")
