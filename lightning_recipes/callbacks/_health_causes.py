@@ -49,6 +49,8 @@ MAX_OUTLIER_BATCHES = 5
 #: A step's gradient norm is judged against the median of this many calm steps before it (3 at least).
 BASELINE_STEPS = 8
 _MIN_BASELINE = 3
+#: Smaller outliers: a value this many times the typical batch's largest, its gradient as many times calm.
+HEAVY = 4.0
 _KEPT_SPIKES = 20
 
 
@@ -118,6 +120,17 @@ def gradient_spikes(
     found.typical_norm = statistics.median(r[1] for r in records)
     spike = [q > max(math.log(t["outlier_factor"]), noise) for q in ratios]
     extreme = [math.isfinite(r[5]) and r[5] > t["outlier_factor"] * found.typical_input for r in records]
+    # smaller outliers (a value typed with an extra zero): every step HEAVY x above the calm ones holds a
+    # value HEAVY x the typical batch's largest, and no other step is, in two intervals or more
+    heavy = [math.isfinite(r[5]) and r[5] > HEAVY * found.typical_input for r in records]
+    high = [q > max(math.log(HEAVY), noise) for q in ratios]
+    paired = [h and g for h, g in zip(heavy, high)]
+    tied = any(paired) and not any(g and not h for h, g in zip(heavy, high))
+    if tied:
+        history.streaks["heavy_spike_checks"] = history.streaks.get("heavy_spike_checks", 0) + 1
+    if tied and history.streaks["heavy_spike_checks"] >= 2:
+        spike = [s or p for s, p in zip(spike, paired)]
+        extreme = [x or p for x, p in zip(extreme, paired)]
     # a blow-up the run felt (weights or loss grew ``growth_high`` x), not a hard batch it did not feel
     felt = jump >= t["growth_high"]
     exploded = [

@@ -6,6 +6,7 @@ The layer, gradient and data rules are in ``_health_rules_layers``; thresholds a
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from lightning_recipes._stats import difference_noise, significantly_above, validation_se
@@ -541,6 +542,8 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
             significant = significantly_above(val, se, best_val, best_se, z)
         if math.isfinite(measured):  # per-batch noise that heavy-tailed batches inflate: the series' own too
             significant = significant or _rise_beyond_series_noise(history.validations, val, best_val, z)
+        else:  # one batch, its spread unmeasured (the floor assumed): a sign test on the series needs none
+            significant = significant or _rose_every_time(history.validations, RISES)
         recovering = previous is not None and significantly_above(
             previous[1], validation_se(previous[1], previous[3], previous[4]), val, se, z
         )
@@ -573,6 +576,21 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
                 "or dropout, data augmentation or more data.",
             )
     return found
+
+
+#: Validations in a row each above the one before: by chance (exchangeable noise) 1 in ``(RISES + 1)!``.
+RISES = 5
+
+
+def _rose_every_time(vals: list[tuple[int, float, float, float, int]], rises: int) -> bool:
+    """The last ``rises`` validation losses each rose above the one before (a sign test: no noise needed).
+
+    Example:
+        >>> _rose_every_time([(e, 1.0 + 0.1 * e, 0.1, math.nan, 1) for e in range(6)], 5)
+        True
+    """
+    last = [v[1] for v in vals[-(rises + 1) :]]
+    return len(last) == rises + 1 and all(b > a for a, b in itertools.pairwise(last))
 
 
 def _rise_beyond_series_noise(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import lightning.pytorch as pl
 import pytest
 import torch
 from torch import Tensor, nn
@@ -188,3 +189,36 @@ def test_validation_from_unseen_books_is_a_population_not_a_pairing(validation: 
         assert result.status == "pass", result.message
     else:
         assert result.status == "fail" and "pairing differs across splits" in result.message, result.message
+
+
+class Upsampler(pl.LightningModule):
+    """A fully convolutional 2x super-resolution net: any image size in, twice the size out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 4, 3, padding=1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.pixel_shuffle(self.net(x), 2)
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        return F.mse_loss(self(batch[0]), batch[1])
+
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        self.log("val_loss", F.mse_loss(self(batch[0]), batch[1]))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+
+def test_crops_in_training_and_whole_images_in_validation_are_not_an_error() -> None:
+    """Training on 8x8 crops and validating on 12x12 images (a fully convolutional model) gives samples of
+    two shapes: the pairing has no common rows to compare, so it is left out, not an ``error``."""
+    g = torch.Generator().manual_seed(0)
+    crops, images = torch.rand(256, 1, 8, 8, generator=g), torch.rand(64, 1, 12, 12, generator=g)
+    data = {
+        "train_dataloaders": DataLoader(TensorDataset(F.avg_pool2d(crops, 2), crops), batch_size=32),
+        "val_dataloaders": DataLoader(TensorDataset(F.avg_pool2d(images, 2), images), batch_size=32),
+    }
+    result = preflight(Upsampler(), **data, checks=[DataCheck()], num_threads=1, progress=False)["data"]
+    assert result.status == "pass", result.message
