@@ -49,6 +49,8 @@ MAX_OUTLIER_BATCHES = 5
 #: A step's gradient norm is judged against the median of this many calm steps before it (3 at least).
 BASELINE_STEPS = 8
 _MIN_BASELINE = 3
+#: A gain over the batch-mean prediction within this share of the loss: the same output for every sample.
+SAME_OUTPUT = 1e-5
 #: Smaller outliers: a value this many times the typical batch's largest, its gradient as many times calm.
 HEAVY = 4.0
 _KEPT_SPIKES = 20
@@ -197,6 +199,12 @@ def record_check(
         )
     if data.grad_sampled and not data.nonfinite_weights and math.isfinite(data.param_norm):
         history.finite_weights_step = data.step
+    # the output's spread over the batch's samples: a prediction the same for all has a gap of 0 and no spread
+    gap, se, level = data.input_free_gap, data.input_free_gap_se, data.input_free_loss
+    if math.isfinite(gap) and math.isfinite(level) and level != 0:
+        history.streaks["spread_checks"] = history.streaks.get("spread_checks", 0) + 1
+        if not abs(gap) + se <= SAME_OUTPUT * abs(level):  # a NaN spread: not known the same
+            history.streaks["output_varied"] = 1
     return spikes
 
 

@@ -187,6 +187,13 @@ class Evidence:
         return gap + self.t["confidence_z"] * se <= self.t["trivial_band"] * abs(level)
 
     @property
+    def same_output(self) -> bool:
+        """At every check that measured it, the model's prediction was the same for every sample (its loss
+        within ``SAME_OUTPUT`` of its batch-mean prediction's): nothing of the input reaches the output."""
+        streaks = self.history.streaks
+        return streaks.get("spread_checks", 0) >= 1 and not streaks.get("output_varied")
+
+    @property
     def loss_floor(self) -> float:
         """The loss's floor where measured (the target as its own prediction: a full Gaussian likelihood's
         constant), else 0: levels are judged above it, so a constant in the loss inflates no share."""

@@ -369,6 +369,7 @@ def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
         and math.isfinite(data.loss_mean)
         and not (falling or cannot_learn or e.blown or e.warming_up or e.annealing)
         and not e.no_gradient  # no gradient, no step, whatever the LR: not the LR's (``not_learning``)
+        and (cut or not e.same_output)  # the input never reaches the output: no step size fits it
     )
     if (
         streak(history, "lr_too_low", low) < (1 if cut and e.step_cut else int(t["persist_checks"]))
@@ -578,6 +579,9 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
     return found
 
 
+#: Sigmoid/tanh layers, at least, for a prediction the same for every sample to be theirs (else the inputs').
+DEEP_SQUASHING = 4
+
 #: Validations in a row each above the one before: by chance (exchangeable noise) 1 in ``(RISES + 1)!``.
 RISES = 5
 
@@ -669,7 +673,10 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
     numel = sum(data.group_numel.values()) or 1
     grad_rms, silent = e.grad_rms, e.no_gradient
     high = ((top > t["ratio_stuck"] and not e.kept_scale) or growth > t["growth_high"]) and not e.tables_only
-    low = math.isfinite(now) and now < floor and not silent  # no gradient, no step: not the LR's
+    same, squashing = e.same_output, len(data.saturation_gain)
+    # no gradient, no step: not the LR's; nor small steps once the input never reaches the output (its prior
+    # fitted, nothing is left to fit)
+    low = math.isfinite(now) and now < floor and not silent and not same
     # validation at the level of knowing nothing while the training loss fell: the labels do not follow inputs
     vals = [v[1] for v in history.validations if math.isfinite(v[1])]
     val_stuck = bool(vals) and min(vals) >= (1.0 - t["trivial_band"]) * start
@@ -684,9 +691,16 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
     signal = {"grad_rms": grad_rms, "weights_norm_at_start": data.param_norm_start}
     no_signal = weighed("initialisation" if zeros else "no_gradient_signal", silent, signal)
     pulled = weighed("weights_pulled_to_zero", e.shrunk and not high, {"weight_growth": growth})
-    open_ = not (high or low or silent or e.frozen or e.shrunk)
+    # the output the same for every sample from the first check: the input never reaches it -- lost in a
+    # deep stack of sigmoid/tanh layers, or identical as the model sees it (shuffled labels still vary it)
+    spread = {"gain_over_input_free_guess": data.input_free_gap, "sigmoid_tanh_layers": squashing}
+    # ... unless the steps explain it: weights thrown around or shrunk, frozen, or no gradient at all
+    alone = same and not (high or silent or e.frozen or e.shrunk)
+    lost = weighed("vanishing_gradients", alone and squashing >= DEEP_SQUASHING, spread)
+    blank = weighed("inputs", alone and squashing < DEEP_SQUASHING, spread)
+    open_ = not (high or low or silent or e.frozen or e.shrunk or same)
     labels = weighed("labels_do_not_match_inputs", open_, {"update_ratio_healthy": now})
-    labels.evidence_against = {}
+    labels.evidence_against = {"output_same_for_every_sample": True} if same else {}
     if e.input_free and open_:  # the inputs tell the model nothing its own mean guess does not
         labels.evidence_for |= {
             "gain_over_input_free_guess": data.input_free_gap,
@@ -696,8 +710,8 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
         labels.evidence_for |= {"val_loss_best": min(vals), "train_loss": data.loss_mean}
     elif vals and not val_stuck:
         labels.evidence_against["val_loss_best"] = min(vals)
-    causes = [frozen, too_high, too_low, no_signal, pulled, labels]
-    supported = [c.name for c in causes[:5] if c.supported]
+    causes = [frozen, too_high, too_low, no_signal, pulled, lost, blank, labels]
+    supported = [c.name for c in causes[:-1] if c.supported]
     if len(supported) == 1:
         cause = supported[0]
     else:
@@ -735,6 +749,13 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
         "model predicts no better than a constant: something pulls them to zero faster than the gradient "
         "moves them. Check the weight decay (AdamW removes lr x weight_decay of each weight per step: 1 "
         "wipes them each step) and any penalty added to the loss.",
+        "vanishing_gradients": f"The model's prediction was the same for every sample at every check, "
+        f"through {squashing} sigmoid/tanh layers: the input's signal, and the gradient back to the early "
+        "layers, fade on the way. Use ReLU/GELU, normalisation (BatchNorm, LayerNorm) or residual "
+        "connections.",
+        "inputs": "The model's prediction was the same for every sample at every check: the inputs reach it "
+        "alike. Print a few encoded batches: a vocabulary that maps every token to one id, a feature scaled "
+        "to a constant, an input overwritten before the forward.",
         "labels_do_not_match_inputs": "The model fits its training labels while the validation loss stays "
         "at the level of knowing nothing: check that each input keeps its own label (two shuffles, a wrong "
         "label column, a transform applied to one of them).",

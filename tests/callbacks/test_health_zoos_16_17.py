@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from galleries.health.field import run_case
+from galleries.health.zoo15 import zoo as zoo15
 from galleries.health.zoo16 import zoo as zoo16
 from galleries.health.zoo17 import zoo as zoo17
 
-RUNS = {case.name: case for case in [*zoo16.CASES, *zoo17.CASES]}
+RUNS = {case.name: case for case in [*zoo15.CASES, *zoo16.CASES, *zoo17.CASES]}
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -18,6 +19,25 @@ def _findings(name: str) -> list[tuple[str, int]]:
     monitor, _ = run_case(RUNS[name])
     assert monitor is not None
     return [(f.problem, f.step) for f in monitor.findings]
+
+
+@pytest.mark.parametrize(
+    ("name", "cause"),
+    [
+        ("kws_eight_sigmoid_conv_layers", "vanishing_gradients"),
+        ("topics_vocabulary_keyed_by_word_count_pairs", "inputs"),
+    ],
+)
+def test_a_prediction_the_same_for_every_sample_is_not_blamed_on_the_labels_or_the_lr(
+    name: str, cause: str
+) -> None:
+    """Both sit at their prior's loss with a prediction the same for every sample at every check (gain over
+    the batch-mean guess ~1e-7 of the loss): eight sigmoid conv layers lose the clip on its way (was "labels
+    do not match inputs"); a vocabulary keyed by (word, count) pairs encodes every token as the unknown id
+    (was ``lr_too_low``, its small steps the prior's, fitted). Shuffled labels still vary the prediction."""
+    monitor, _ = run_case(RUNS[name])
+    assert monitor is not None
+    assert [(f.problem, f.cause) for f in monitor.findings] == [("not_learning", cause)], monitor.findings
 
 
 def test_a_validation_of_one_batch_rising_at_every_look_is_overfitting() -> None:
