@@ -12,8 +12,9 @@ sealed gallery E, ``--gallery sealed-f`` sealed gallery F, ``sealed-g`` G, ``sea
 halves, ``h.py`` and ``i.py``), ``sealed-jk`` J (``j.py`` and ``k.py``), ``sealed-lm`` L (``l.py`` and
 ``m.py``), ``sealed-no`` N (``n.py`` and ``o.py``), ``sealed-pq`` P (``p.py`` and ``q.py``), ``sealed-rs``
 R (``r.py`` and ``s.py``), ``sealed-tu`` T (``t.py`` and ``u.py``), ``sealed-vw`` V (``v.py`` and
-``w.py``), ``sealed-xy`` X (``x.py`` and ``y.py``), ``sealed-z`` Z (``z1.py`` and ``z2.py``) and
-``sealed-zz`` ZZ (``zz1.py`` and ``zz2.py``): each once, at the end of the work it judges (issue #34).
+``w.py``), ``sealed-xy`` X (``x.py`` and ``y.py``), ``sealed-z`` Z (``z1.py`` and ``z2.py``),
+``sealed-zz`` ZZ (``zz1.py`` and ``zz2.py``) and ``sealed-zy`` ZY (``zy1.py`` and ``zy2.py``): each once,
+at the end of the work it judges (issue #34).
 
 A bug is caught when some check says ``fail`` or ``warn``; ``inconclusive``, ``skip`` and ``error`` do not
 catch it (a miss). A healthy case raises a false alarm when some check says ``fail`` or ``error``; its
@@ -87,10 +88,16 @@ GALLERIES = (
     "sealed-xy",
     "sealed-z",
     "sealed-zz",
+    "sealed-zy",
 )
 
 #: The galleries whose halves are not one letter each.
-HALVES = {"sealed": ("a", "b"), "sealed-z": ("z1", "z2"), "sealed-zz": ("zz1", "zz2")}
+HALVES = {
+    "sealed": ("a", "b"),
+    "sealed-z": ("z1", "z2"),
+    "sealed-zz": ("zz1", "zz2"),
+    "sealed-zy": ("zy1", "zy2"),
+}
 
 
 def gallery_cases(gallery: str, twins: bool = False) -> list[SealedCase]:

@@ -1,0 +1,16 @@
+"""Score HealthMonitor on sealed zoo 18 (heteroscedastic regression, link prediction, multiple-instance
+learning, a character GRU and a patch transformer; blind pairs, healthy look-alikes) with the first zoo's
+scorer.
+
+Run from the repository root::
+
+    PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python -m galleries.health.zoo18.score [--names a]
+"""
+
+from __future__ import annotations
+
+from galleries.health.zoo1.score import main
+from galleries.health.zoo18.zoo import CASES
+
+if __name__ == "__main__":
+    main(cases=CASES)
