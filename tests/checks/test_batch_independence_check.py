@@ -378,3 +378,37 @@ def test_an_edge_list_batch_is_neither_cut_nor_judged_by_row() -> None:
     loader = DataLoader(range(4), batch_size=2, collate_fn=lambda _: graphs)  # a collate of whole graphs
     result = BatchIndependenceCheck(num_samples=8).run(CheckContext(NodeRegressor(), loader))
     assert result.status == "skip" and "not one row per sample" in result.summary, result.message
+
+
+class BagAttention(M.AdamModule):
+    """Attention pooling over a bag's instances, padded ones masked out; the batch is ``((bags, mask), y)``,
+    an input of two tensors. ``over_batch``: the softmax runs over dim 0, the bags (single-bag code)."""
+
+    def __init__(self, over_batch: bool) -> None:
+        super().__init__()
+        self.score, self.head, self.dim = nn.Linear(M.IN, 1), nn.Linear(M.IN, M.C), 0 if over_batch else 1
+
+    def forward(self, x: tuple[Tensor, Tensor]) -> Tensor:
+        bags, mask = x
+        weights = torch.softmax(self.score(bags)[..., 0].masked_fill(~mask, float("-inf")), dim=self.dim)
+        return self.head((weights[..., None] * bags).sum(1))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+
+def _bags() -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    bags, sizes = torch.randn(64, 6, M.IN, generator=g), torch.randint(1, 7, (64,), generator=g)
+    sizes[::8] = 6  # every batch of 8 holds a full bag: no padded slot is masked in all of them
+    mask = torch.arange(6)[None] < sizes[:, None]
+    rows = [((bags[i], mask[i]), int(bags[i, 0, 0] > 0)) for i in range(64)]
+    return DataLoader(rows, batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize(("over_batch", "status"), [(False, "pass"), (True, "fail")])
+def test_an_input_of_several_tensors_is_judged_by_moving_whole_rows(over_batch: bool, status: str) -> None:
+    result = BatchIndependenceCheck().run(CheckContext(BagAttention(over_batch), _bags()))
+    assert result.status == status, result.message
+    assert result.details["samples"] == 8  # the whole batch: its padding is sized to its longest bag

@@ -27,7 +27,7 @@ from lightning_recipes.harness import CannotRunOnCopy, is_shuffled
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import one_row_per_sample
 from lightning_recipes.harness.forward_capture import step_output
-from lightning_recipes.harness.walk import map_tensors
+from lightning_recipes.harness.walk import map_tensors, tensors_of
 
 __all__ = ["BatchIndependenceCheck"]
 
@@ -66,16 +66,21 @@ class BatchIndependenceCheck(SanityCheck):
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
-        sample = first_of(context, context.train_batches(1)[0], self.num_samples)
+        sample = context.train_batches(1)[0]
         inputs = context.split(sample)[0]
-        if inputs is None or inputs.ndim == 0:
-            raise CheckSkipped("cannot find the input tensor in the batch; pass `input_key`.")
-        count = int(inputs.shape[0])
+        if inputs is None or inputs.ndim == 0:  # an input of several tensors ((x, mask), a dict): whole rows
+            if len({int(t.shape[0]) for t in tensors_of(sample) if t.ndim > 0}) != 1:
+                raise CheckSkipped("cannot find the input tensor in the batch; pass `input_key`.")
+            inputs = None  # the whole batch: its padding is sized to its longest sample, which a cut may drop
+        else:
+            sample = first_of(context, sample, self.num_samples)
+            inputs = context.split(sample)[0]
+        count = int(inputs.shape[0]) if inputs is not None else int(next(iter(tensors_of(sample))).shape[0])
         if count < 2:
             raise CheckSkipped(f"needs a batch of at least 2 samples, the first batch has {count}.")
         if not one_row_per_sample(sample, count):  # rows of one structure (graph nodes) may read each other
             raise CheckSkipped("the batch is not one row per sample (an edge list, packed data beside it).")
-        inputs = inputs.detach()
+        moved_slot = _slot_mover(context, sample, inputs.detach() if inputs is not None else None, count)
         model = context.copy_model()
         if mixed := _targets_mix(context, model, sample, count, self.rtol):
             summary = f"loss targets mix across the batch: moving sample 0's batch[{mixed['entry']}] moved "
@@ -96,7 +101,7 @@ class BatchIndependenceCheck(SanityCheck):
                 for norm in norms:  # batch statistics are legitimate: such modules run in eval
                     norm.eval()
                 try:
-                    return _perturbation_test(context, output, sample, inputs, probes)
+                    return _perturbation_test(context, output, sample, count, probes, moved_slot)
                 finally:
                     for norm in norms:
                         norm.train()
@@ -138,8 +143,7 @@ class BatchIndependenceCheck(SanityCheck):
                 )
                 return self.verdict("inconclusive", summary, details, "If rows are independent: " + action)
             return self.verdict("fail", summary, details, action)
-        changed = context.with_inputs(sample, torch.cat([_other_content(inputs, 0)[None], inputs[1:]]))
-        if mixed := _mixing(context, model, sample, changed, count, self.rtol):
+        if mixed := _mixing(context, model, sample, moved_slot(0), count, self.rtol):
             summary = f"{mixed['function']}'s per-sample losses mix: sample 0's input moved "
             summary += f"{mixed['rows_moved']} of {count - 1} others' (the output did not)"
             action = "Look for a softmax or normalisation over dim 0 between the model's output and the loss."
@@ -218,20 +222,50 @@ def _rows(count: int, *tensors: Tensor) -> bool:
     return count >= 3 and all(t.is_floating_point() and t.ndim and len(t) == count for t in tensors)
 
 
+def _slot_mover(
+    context: CheckContext, sample: Any, inputs: Tensor | None, count: int
+) -> Callable[[int], Any]:
+    """``sample`` with other content in one slot: another sample's input, or (``inputs`` None: an input of
+    several tensors) the next sample's whole row, every entry of it."""
+
+    def moved(probe: int) -> Any:
+        if inputs is not None:
+            changed = inputs.clone()
+            changed[probe] = _other_content(inputs, probe)
+            return context.with_inputs(sample, changed)
+        other = (probe + 1) % count
+
+        def swap(t: Tensor) -> Tensor:
+            if t.ndim == 0 or t.shape[0] != count:
+                return t
+            t = t.clone()
+            t[probe] = t[other]
+            return t
+
+        return map_tensors(sample, swap)
+
+    return moved
+
+
 def _perturbation_test(
-    context: CheckContext, output: Callable[[Any], Tensor], sample: Any, inputs: Tensor, probes: list[int]
+    context: CheckContext,
+    output: Callable[[Any], Tensor],
+    sample: Any,
+    count: int,
+    probes: list[int],
+    moved_slot: Callable[[int], Any],
 ) -> tuple[list[list[float]], list[float]]:
     """The effect of a new input in each probe's slot on every sample (``[p][j]``), and each probe's own."""
     with torch.no_grad():
         base = seeded(context.seed, output, sample)
-        if base.ndim == 0 or base.shape[0] != len(inputs):
+        if base.ndim == 0 or base.shape[0] != count:
             raise CheckSkipped(f"the output {list(base.shape)} is not batch-first (no per-sample rows).")
+        if base.is_floating_point() and bool(torch.isnan(base).any()):  # sync: once (-inf: a masked logit)
+            raise CheckSkipped(f"the output on these {count} samples holds NaN: no effect is measurable.")
         rows = []
         for probe in probes:
-            changed = inputs.clone()
-            changed[probe] = _other_content(inputs, probe)
             with perturbed("another sample's input in one slot"):
-                moved = seeded(context.seed, output, context.with_inputs(sample, changed))
+                moved = seeded(context.seed, output, moved_slot(probe))
             rows.append(_per_sample(moved - base))
         drift = _per_sample(seeded(context.seed, output, sample) - base)  # a forward that changes state
         table = (torch.stack(rows) - drift).clamp_min(0).tolist()  # sync: once
