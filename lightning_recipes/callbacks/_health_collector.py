@@ -36,6 +36,7 @@ __all__ = [
     "dead_of",
     "flat_and_gain",
     "flat_tensors",
+    "gate_flat_and_gain",
     "group_families",
     "group_lrs",
     "loss_statistics",
@@ -414,7 +415,8 @@ Named = list[tuple[str, nn.Module]]
 
 
 def watched_modules(model: nn.Module) -> tuple[Named, Named, Named, Named]:
-    """``model``'s (name, module) pairs the monitor watches: ReLUs, tanh/sigmoids, leaves, Linear/Conv."""
+    """``model``'s (name, module) pairs the monitor watches: ReLUs, tanh/sigmoids (a recurrent layer's gates
+    as ``<name>:gates``), leaves, Linear/Conv."""
     relu: Named = []
     saturating: Named = []
     leaves: Named = []
@@ -425,6 +427,8 @@ def watched_modules(model: nn.Module) -> tuple[Named, Named, Named, Named]:
             rows.append((name, module))  # a frozen layer is not trained: its dead units are not a finding
         if isinstance(module, _RELU):
             relu.append((name, module))
+        elif isinstance(module, nn.RNNBase) and getattr(module, "nonlinearity", "tanh") == "tanh":
+            saturating.append((f"{name}:gates", module))  # its gates are sigmoids and tanhs (no ReLU RNN)
         elif isinstance(module, _SATURATING):
             saturating.append((name, module))
         if not any(True for _ in module.children()):
@@ -476,6 +480,45 @@ def flat_and_gain(output: Tensor, tanh: bool) -> Tensor:
     else:
         flat, gain = (out < 0.01) | (out > 0.99), 4.0 * out * (1.0 - out)
     return torch.stack([flat.float().mean(), gain.mean()])
+
+
+#: ``atanh(0.99)`` and ``logit(0.99)``: pre-activations beyond these put a tanh/sigmoid in its flat part.
+_TANH_FLAT, _SIGMOID_FLAT = math.atanh(0.99), math.log(99.0)
+
+
+def gate_flat_and_gain(module: nn.RNNBase, args: Any) -> Tensor | None:
+    """``[flat fraction, gain]`` (as :func:`flat_and_gain`) of a GRU/LSTM/tanh-RNN's first-layer gates,
+    from their pre-activations' input side ``W_ih x + b_ih + b_hh`` (exact at the first time step from a zero
+    state; later steps add ``W_hh h``, not measured). ``None`` where the input is not a plain tensor. No sync.
+
+    Example:
+        >>> gru = nn.GRU(2, 3, batch_first=True)
+        >>> calm, loud = torch.randn(4, 5, 2) * 0.1, torch.randn(4, 5, 2) * 1000.0
+        >>> [round(float(gate_flat_and_gain(gru, (x,))[0]), 1) for x in (calm, loud)]
+        [0.0, 1.0]
+    """
+    x = args[0] if args else None
+    weight, bias_ih = getattr(module, "weight_ih_l0", None), getattr(module, "bias_ih_l0", None)
+    if not (isinstance(x, Tensor) and isinstance(weight, Tensor) and x.is_floating_point() and x.numel()):
+        return None
+    pre = torch.nn.functional.linear(x.detach().to(weight.dtype), weight.detach())
+    if isinstance(bias_ih, Tensor):
+        pre = pre + bias_ih.detach() + module.bias_hh_l0.detach()
+    pre = pre.reshape(-1, pre.shape[-1]).float()
+    hidden = module.hidden_size
+    # which gates are tanh: GRU's candidate (r, z, n), LSTM's cell input (i, f, g, o), all of a tanh RNN's
+    tanh = torch.zeros(pre.shape[-1], dtype=torch.bool, device=pre.device)
+    if isinstance(module, nn.GRU):
+        tanh[2 * hidden :] = True
+    elif isinstance(module, nn.LSTM):
+        tanh[2 * hidden : 3 * hidden] = True
+    else:
+        tanh[:] = True
+    bound = torch.where(tanh, _TANH_FLAT, _SIGMOID_FLAT)
+    flat = (pre.abs() > bound).float().mean()
+    squashed = torch.where(tanh, torch.tanh(pre), torch.sigmoid(pre))
+    gain = torch.where(tanh, 1.0 - squashed * squashed, 4.0 * squashed * (1.0 - squashed)).mean()
+    return torch.stack([flat, gain])
 
 
 class ActivationHooks:
@@ -532,6 +575,7 @@ class ActivationHooks:
         self, relu: int | None, sat: int | None, leaf: int | None, row: int | None, module: nn.Module
     ) -> Callable[..., None]:
         linear, tanh = isinstance(module, nn.Linear), isinstance(module, nn.Tanh)
+        recurrent = module if isinstance(module, nn.RNNBase) else None
 
         def hook(module: nn.Module, args: Any, output: Any) -> None:
             suspended = _suspend_sampled_modes()  # the hook's own ops are not the model's calls
@@ -542,7 +586,8 @@ class ActivationHooks:
                     if relu is not None:
                         self._relu(relu, args, output)
                     if sat is not None:
-                        self._saturation(sat, tanh, args, output)
+                        gates = gate_flat_and_gain(recurrent, args) if recurrent is not None else None
+                        self._saturation(sat, tanh, args, output, recurrent is not None, gates)
                     if leaf is not None:
                         self._leaf(leaf, args, output)
             finally:
@@ -580,13 +625,17 @@ class ActivationHooks:
         else:  # one module at several widths (a ReLU shared by layers): no one layer's units, not measured
             self.alive[i] = alive[:0]
 
-    def _saturation(self, i: int, tanh: bool, args: Any, output: Any) -> None:
+    def _saturation(
+        self, i: int, tanh: bool, args: Any, output: Any, recurrent: bool = False, gates: Tensor | None = None
+    ) -> None:
         calls = self.calls
         if calls is not None:
             calls.leave()
+        if recurrent:  # a recurrent layer: its gates' (``gate_flat_and_gain``), not its output's
+            output = gates
         if not isinstance(output, Tensor) or not output.is_floating_point() or output.numel() == 0:
             return
-        row = flat_and_gain(output, tanh).reshape(1, 2)
+        row = output.reshape(1, 2) if recurrent else flat_and_gain(output, tanh).reshape(1, 2)
         layer = calls.producer(args[0]) if calls is not None and args else None
         batch = self._batch_calls.setdefault(i, [])
         if batch is not None and layer is not None and any(k not in (None, layer) for k, _ in batch):

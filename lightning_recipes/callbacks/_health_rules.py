@@ -166,6 +166,8 @@ def lr_too_high(e: Evidence) -> Decision | None:
     # growth by embedding tables, or by steps that all point outward (a head fitting a scale), is no LR's
     dense = e.dense_ratio > t["ratio_high"]  # False without a dense group: embedding tables only
     sustained = sustained and dense and not e.outward > _OUTWARD
+    # weights that grow while the loss falls significantly at every check of the window are being fitted
+    sustained = sustained and not _fell_at_every_check(e, k)
     if rise is None and not stuck and not sustained and not thrown:
         return None
     if thrown:
@@ -195,6 +197,24 @@ def lr_too_high(e: Evidence) -> Decision | None:
         f"Each step changes the weights by {fmt(ratio)} of their norm (healthy: ~1e-3) and {what}. "
         f"Lower the learning rate about {factor}x{target}, or run an LR range test; add warm-up, or clip.",
     )
+
+
+def _fell_at_every_check(e: Evidence, k: int) -> bool:
+    """The loss fell significantly from each of the last ``k - 1`` checks to the next, this one included.
+
+    Example:
+        >>> history = History(losses=[3.0, 2.6, 2.2, 1.8], loss_ses=[0.02] * 4, loss_steps=[20, 40, 60, 80])
+        >>> data = CheckData(100, 0, loss_mean=1.5, loss_count=20, loss_std=0.1)
+        >>> _fell_at_every_check(evidence_of(data, history, DEFAULT_THRESHOLDS), 5)
+        True
+    """
+    history = e.history
+    if len(history.losses) < k - 1 or not math.isfinite(e.data.loss_mean):
+        return False
+    means = [*history.losses[-(k - 1) :], e.data.loss_mean]
+    ses = [*history.loss_ses[-(k - 1) :], e.se]
+    z = e.t["confidence_z"]
+    return all(significantly_above(means[i], ses[i], means[i + 1], ses[i + 1], z) for i in range(k - 1))
 
 
 #: The ``Evidence.outward`` share above which the steps point along the weights (a too-high LR's cancel).
@@ -541,10 +561,14 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
             significant = gl > 4 * t["overfit_gl"]
         else:
             significant = significantly_above(val, se, best_val, best_se, z)
+        beyond_wobble = _rise_beyond_series_noise(history.validations, val, best_val, z)
         if math.isfinite(measured):  # per-batch noise that heavy-tailed batches inflate: the series' own too
-            significant = significant or _rise_beyond_series_noise(history.validations, val, best_val, z)
+            significant = significant or beyond_wobble
         else:  # one batch, its spread unmeasured (the floor assumed): a sign test on the series needs none
             significant = significant or _rose_every_time(history.validations, RISES)
+        # a sample's noise says nothing of the model's from one epoch to the next: once the series since
+        # the best is long enough to measure its own wobble, the rise must also clear that
+        significant = significant and (beyond_wobble or len(_since_best(history.validations)) < 4)
         recovering = previous is not None and significantly_above(
             previous[1], validation_se(previous[1], previous[3], previous[4]), val, se, z
         )
@@ -597,12 +621,17 @@ def _rose_every_time(vals: list[tuple[int, float, float, float, int]], rises: in
     return len(last) == rises + 1 and all(b > a for a, b in itertools.pairwise(last))
 
 
+def _since_best(vals: list[tuple[int, float, float, float, int]]) -> list[float]:
+    """The finite validation losses from the best one on."""
+    series = [v[1] for v in vals if math.isfinite(v[1])]
+    return series[series.index(min(series)) :] if series else []
+
+
 def _rise_beyond_series_noise(
     vals: list[tuple[int, float, float, float, int]], val: float, best: float, z: float
 ) -> bool:
     """``val`` above ``best`` by ``z`` x the noise of the run's own validation series."""
-    series = [v[1] for v in vals if math.isfinite(v[1])]
-    series = series[series.index(min(series)) :] if series else []
+    series = _since_best(vals)
     if len(series) < 4:
         return False
     return val - best > z * math.sqrt(2.0) * max(difference_noise(series, order=2), 1e-12 * abs(best))
@@ -641,7 +670,9 @@ def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decis
     if not k:
         return None
     window_steps, means, _ = e.window(k)
-    if min(means) - e.loss_floor < (1.0 - t["trivial_band"]) * (start - e.loss_floor):
+    # the same prediction for every sample, no better than its batch mean: it learned a constant, no more
+    blank = e.level_known and e.input_free and e.same_output
+    if min(means) - e.loss_floor < (1.0 - t["trivial_band"]) * (start - e.loss_floor) and not blank:
         return None  # it left the level of knowing nothing: it learns (or learned)
     # three validations or more, none below the untrained model's loss: nothing it fits carries over
     vals = [v[1] for v in history.validations if math.isfinite(v[1])]
@@ -656,6 +687,7 @@ def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decis
         )
         significant, drop, level = e.falls(k)
         flat = (significant and drop <= t["plateau_rtol"] * abs(level)) or (val_stuck and not significant)
+        flat = flat or (blank and drop <= t["plateau_rtol"] * abs(level))
         if not (memorising or flat):
             return None  # flat within its noise, or it fell materially early on: ``loss_plateau`` judges that
         unknown_level = not math.isfinite(data.input_free_loss) and not validation_never_improved(history, t)

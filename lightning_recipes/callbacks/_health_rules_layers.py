@@ -202,6 +202,10 @@ def exploded_into_nonfinite(e: Evidence) -> Decision | None:
     )
 
 
+#: The loss's relative change, for a step of the weights' whole norm, below which a gradient is rounding.
+NUMERICAL_ZERO = 1e-5
+
+
 def exploding_gradients(e: Evidence) -> Decision | None:
     """The sampled gradient norm non-finite or ``explode_factor`` x earlier checks', or a
     step's that much above the calm steps on an ordinary batch; an outlier batch that began it is the cause.
@@ -215,6 +219,10 @@ def exploding_gradients(e: Evidence) -> Decision | None:
     data, found = e.data, e.spikes
     earlier = [g for g in e.history.grad_totals if math.isfinite(g)]
     baseline = statistics.median(earlier) if earlier else math.nan
+    # a gradient whose step of the weights' whole norm moves the loss by under ``NUMERICAL_ZERO`` of it is
+    # rounding, not a signal: a ratio against one means nothing (a model at its optimum: 1e-15, then 1e-8)
+    if math.isfinite(data.param_norm) and data.param_norm > 0 and math.isfinite(data.loss_mean):
+        baseline = max(baseline, NUMERICAL_ZERO * abs(data.loss_mean) / data.param_norm)
     # the sampled step is the interval's last: on an outlier batch its gradient is that batch's spike
     last = data.step_records[-1] if data.step_records else None
     outlier = last is not None and last[5] > e.t["outlier_factor"] * found.typical_input
@@ -381,7 +389,10 @@ def saturated_activations(e: Evidence) -> Decision | None:
         moved[first] < 1e-2 * max(moved.values()) or max(moved.values()) < t["ratio_high"] / 10
     )
     fast = data.loss_mean < 0.95 * e.previous and e.below_previous
+    # a recurrent layer's gates (measured from the input side) only as flat since the first batch: gates that
+    # saturate later followed weights the steps moved (the LR's, zoo 9's LSTM at SGD 200), not the input
     sat = saturated_layers(data, t) if (starved or not fast) and not e.converging else {}
+    sat = {m: f for m, f in sat.items() if not m.endswith(":gates")}
     count = streak(history, "saturated_activations", bool(sat))
     if count == 1:
         history.streaks["saturated_since"] = data.step

@@ -226,6 +226,40 @@ def test_a_sigmoid_mlp_with_the_default_init_is_left_alone() -> None:
     assert found == [], [(f.problem, f.evidence) for f in found]
 
 
+class GRUClassifier(nn.Module):
+    """A one-layer GRU over ``[B, T, 3]`` sequences, its last state to 4 classes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gru = nn.GRU(3, 32, batch_first=True)
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(self.gru(x)[0][:, -1])
+
+
+def _sequences(scale: float, offset: float) -> DataLoader:
+    """Class = which quarter the first channel's mean falls in; sensor units ``x * scale + offset``."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1024, 12, 3, generator=g)
+    y = torch.bucketize(x[:, :, 0].mean(1), torch.tensor([-0.2, 0.0, 0.2]))
+    return DataLoader(TensorDataset(x * scale + offset, y), batch_size=32, shuffle=True)
+
+
+def test_a_gru_fed_raw_sensor_units_has_saturated_gates() -> None:
+    torch.manual_seed(0)
+    found, _ = _fit(_classify(GRUClassifier(), 3e-3), loader=_sequences(40.0, 250.0))
+    assert [f.problem for f in found] == ["saturated_activations"], [(f.problem, f.evidence) for f in found]
+    assert set(found[0].evidence["saturated_fraction"]) == {"net.gru:gates"}
+
+
+def test_a_gru_fed_standardised_inputs_is_left_alone() -> None:
+    torch.manual_seed(0)
+    found, monitor = _fit(_classify(GRUClassifier(), 3e-3), loader=_sequences(1.0, 0.0))
+    assert found == [], [(f.problem, f.evidence) for f in found]
+    assert monitor._history.losses[-1] < 0.9 * monitor._history.losses[0]  # it learns
+
+
 # ----------------------------------------------------------------------------------------- outlier batches
 
 
