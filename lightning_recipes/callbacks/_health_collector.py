@@ -498,12 +498,13 @@ def gate_flat_and_gain(module: nn.RNNBase, args: Any) -> Tensor | None:
         [0.0, 1.0]
     """
     x = args[0] if args else None
-    weight, bias_ih = getattr(module, "weight_ih_l0", None), getattr(module, "bias_ih_l0", None)
+    weight = getattr(module, "weight_ih_l0", None)
+    bias_ih, bias_hh = getattr(module, "bias_ih_l0", None), getattr(module, "bias_hh_l0", None)
     if not (isinstance(x, Tensor) and isinstance(weight, Tensor) and x.is_floating_point() and x.numel()):
         return None
     pre = torch.nn.functional.linear(x.detach().to(weight.dtype), weight.detach())
-    if isinstance(bias_ih, Tensor):
-        pre = pre + bias_ih.detach() + module.bias_hh_l0.detach()
+    if isinstance(bias_ih, Tensor) and isinstance(bias_hh, Tensor):
+        pre = pre + bias_ih.detach() + bias_hh.detach()
     pre = pre.reshape(-1, pre.shape[-1]).float()
     hidden = module.hidden_size
     # which gates are tanh: GRU's candidate (r, z, n), LSTM's cell input (i, f, g, o), all of a tanh RNN's
