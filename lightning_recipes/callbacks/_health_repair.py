@@ -124,9 +124,12 @@ class HealthRepair:
         self._start = RollbackSnapshot()  # the run's start: an LR repair of a run that never learned restarts
         self._best = Snapshot()
         self._best_step = -1
-        self._scaling = LRScaling(self._lr_factor, self._lr_floors)  # bound methods: picklable (ddp_spawn)
+        # bound methods: picklable (ddp_spawn)
+        self._scaling = LRScaling(self._lr_factor, self._lr_floors, self._lr_ceilings)
         self.peaks: list[list[float]] = []  # per optimizer, per group: the largest scheduled LR at a check
         self.lr_floors: list[list[float]] | None = None  # a collapsed LR, held at its group's peak
+        # an LR cut for being too high: a rising schedule never takes it above where it stood when cut
+        self.lr_ceilings: list[list[float]] | None = None
         self._restore_best_at_end = False
         self.snapshots_taken = 0  # healthy-check snapshots copied (the cost with nothing wrong)
         self._resumed = False  # snapshots were loaded from a checkpoint, not yet trained from
@@ -283,11 +286,18 @@ class HealthRepair:
                     f"step {alive_until}) and cut"
                 )
         self.lr_scale *= factor
+        now_lrs = [[float(g["lr"]) for g in o.param_groups] for o in trainer.optimizers]
+        old = self.lr_ceilings or now_lrs
+        self.lr_ceilings = [
+            [min(lr, old[i][j]) if i < len(old) and j < len(old[i]) else lr for j, lr in enumerate(groups)]
+            for i, groups in enumerate(now_lrs)
+        ]
         monitor._history.start_lr = math.nan  # the LR is the repair's now: its own cut is no collapse
         after = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": restored}
         text = (
             f"{where} every group's learning rate "
-            f"{1 / factor:.3g}x for the rest of the run (the schedule's remaining curve too): "
+            f"{1 / factor:.3g}x for the rest of the run (the schedule's remaining curve too, never above "
+            "where it stood when cut): "
             f"{before['lr']:.3g} -> {after['lr']:.3g}"
         )
         self._record(trainer, finding, "rollback_lower_lr", before, after, text)
@@ -436,6 +446,9 @@ class HealthRepair:
     def _lr_floors(self) -> list[list[float]] | None:
         return self.lr_floors
 
+    def _lr_ceilings(self) -> list[list[float]] | None:
+        return self.lr_ceilings
+
     def _track_peaks(self, trainer: Trainer) -> None:
         """Each group's largest scheduled LR at a check so far (host floats: no sync): a zeroed LR's level."""
         now = [[float(g["lr"]) for g in o.param_groups] for o in trainer.optimizers]
@@ -446,9 +459,12 @@ class HealthRepair:
         ]
 
     def _effective_lr(self, trainer: Trainer) -> float:
-        floors = self.lr_floors or []
+        floors, ceilings = self.lr_floors or [], self.lr_ceilings or []
         lrs = [
-            max(float(g["lr"]), floors[i][j] if i < len(floors) and j < len(floors[i]) else 0.0)
+            min(
+                max(float(g["lr"]), floors[i][j] if i < len(floors) and j < len(floors[i]) else 0.0),
+                ceilings[i][j] if i < len(ceilings) and j < len(ceilings[i]) else math.inf,
+            )
             for i, o in enumerate(trainer.optimizers)
             for j, g in enumerate(o.param_groups)
         ]
@@ -494,6 +510,7 @@ class HealthRepair:
             "best_step": self._best_step,
             "peaks": [list(groups) for groups in self.peaks],
             **({"lr_floors": [list(groups) for groups in self.lr_floors]} if self.lr_floors else {}),
+            **({"lr_ceilings": [list(groups) for groups in self.lr_ceilings]} if self.lr_ceilings else {}),
             **({"best_weights": dict(self._best.model or {})} if not self._best.empty else {}),
             **({"snapshots": snapshots} if snapshots else {}),
             **({"held": self.held.to_dict()} if self.held is not None else {}),
@@ -507,6 +524,8 @@ class HealthRepair:
         self.peaks = [[float(v) for v in groups] for groups in state.get("peaks", [])]
         floors = state.get("lr_floors")
         self.lr_floors = [[float(v) for v in groups] for groups in floors] if floors else None
+        ceilings = state.get("lr_ceilings")
+        self.lr_ceilings = [[float(v) for v in groups] for groups in ceilings] if ceilings else None
         self._best = Snapshot()
         if state.get("best_weights") is not None:
             self._best.model, self._best.step = dict(state["best_weights"]), self._best_step

@@ -102,12 +102,14 @@ def adaptive_snapshot_interval(
 
 class LRScaling:
     """Multiplies every param group's learning rate by ``factor()`` during each optimizer step, unseen by
-    any scheduler; ``floors()`` (per optimizer, per group, or ``None``) first raises a rate below its floor.
+    any scheduler; ``floors()`` (per optimizer, per group, or ``None``) first raises a rate below its floor,
+    and ``ceilings()`` (likewise) lowers one above its ceiling.
     """
 
-    def __init__(self, factor: Any, floors: Any = None) -> None:
+    def __init__(self, factor: Any, floors: Any = None, ceilings: Any = None) -> None:
         self._factor = factor  # () -> float, read at every step
         self._floors = floors  # () -> list[list[float]] | None, read at every step
+        self._ceilings = ceilings  # () -> list[list[float]] | None, read at every step
         self._saved: dict[int, list[Any]] = {}
         self._handles: list[Any] = []
         self._index: dict[int, int] = {}  # id(optimizer) -> its position in the attached list
@@ -129,13 +131,17 @@ class LRScaling:
     def _scale(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         factor = self._factor()
         floors = self._floors() if self._floors is not None else None
+        ceilings = self._ceilings() if self._ceilings is not None else None
         index = self._index.get(id(optimizer), -1)
         lows = floors[index] if floors and 0 <= index < len(floors) else None
-        if factor != 1.0 or lows:
+        highs = ceilings[index] if ceilings and 0 <= index < len(ceilings) else None
+        if factor != 1.0 or lows or highs:
             self._saved[id(optimizer)] = [group["lr"] for group in optimizer.param_groups]
             for i, group in enumerate(optimizer.param_groups):
                 low = lows[i] if lows and i < len(lows) else None
-                group["lr"] = (group["lr"] if low is None else max(group["lr"], low)) * factor
+                high = highs[i] if highs and i < len(highs) else None
+                lr = group["lr"] if low is None else max(group["lr"], low)
+                group["lr"] = (lr if high is None else min(lr, high)) * factor
 
     def _unscale(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         for group, lr in zip(optimizer.param_groups, self._saved.pop(id(optimizer), [])):

@@ -150,6 +150,20 @@ def test_an_lr_far_too_high_is_rolled_back_and_cut_by_the_findings_factor(tmp_pa
     ]
 
 
+def test_an_lr_cut_for_being_too_high_is_never_raised_again_by_a_rising_schedule() -> None:
+    """Zoo 19's ExponentialLR built with its endpoints swapped grows the LR 1000x: cut 96x at step 100 and
+    left to the schedule, the run blew up again (final validation 3.14, worse than 1.41 without repair); held
+    under where it stood when cut, it ends at 0.21."""
+    from galleries.health.zoo19 import zoo as zoo19
+
+    [zoo_case] = [c for c in zoo19.CASES if c.name == "graphs_exponential_decay_endpoints_swapped"]
+    plain, repaired = run_zoo_case(zoo_case, repair=False), run_zoo_case(zoo_case, repair=True)
+    repair = repaired["monitor"]._repair
+    assert [e.action for e in repaired["monitor"].repairs] == ["rollback_lower_lr"]
+    assert repair.lr_ceilings is not None and repair.state_dict()["lr_ceilings"] == repair.lr_ceilings
+    assert repaired["final"] < 0.5 * plain["final"], (plain["final"], repaired["final"])
+
+
 def test_a_transient_lr_spike_the_run_left_is_not_cut() -> None:
     """An LR 20x for steps 100-119: held at 120, dropped at the next check, bitwise unrepaired."""
     repaired = run(case("lr_spike_left"), True)
