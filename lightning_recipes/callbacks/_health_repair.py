@@ -107,6 +107,16 @@ def lr_factor_of(finding: Finding) -> float | None:
     return None
 
 
+def _per_group(trainer: Trainer, old: list[list[float]], pick: Any) -> list[list[float]]:
+    """Each optimizer's groups' scheduled LR now (host floats: no sync), ``pick``-ed with ``old``'s where it
+    has one (``max``: the peaks so far; ``min``: the lowest level cut at)."""
+    now = [[float(g["lr"]) for g in o.param_groups] for o in trainer.optimizers]
+    return [
+        [pick(lr, old[i][j]) if i < len(old) and j < len(old[i]) else lr for j, lr in enumerate(groups)]
+        for i, groups in enumerate(now)
+    ]
+
+
 class HealthRepair:
     """Decide and apply repairs from a ``HealthMonitor``'s findings, at most ``max_repairs``,
     from the healthy snapshots it keeps.
@@ -286,12 +296,7 @@ class HealthRepair:
                     f"step {alive_until}) and cut"
                 )
         self.lr_scale *= factor
-        now_lrs = [[float(g["lr"]) for g in o.param_groups] for o in trainer.optimizers]
-        old = self.lr_ceilings or now_lrs
-        self.lr_ceilings = [
-            [min(lr, old[i][j]) if i < len(old) and j < len(old[i]) else lr for j, lr in enumerate(groups)]
-            for i, groups in enumerate(now_lrs)
-        ]
+        self.lr_ceilings = _per_group(trainer, self.lr_ceilings or [], min)
         monitor._history.start_lr = math.nan  # the LR is the repair's now: its own cut is no collapse
         after = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": restored}
         text = (
@@ -451,12 +456,7 @@ class HealthRepair:
 
     def _track_peaks(self, trainer: Trainer) -> None:
         """Each group's largest scheduled LR at a check so far (host floats: no sync): a zeroed LR's level."""
-        now = [[float(g["lr"]) for g in o.param_groups] for o in trainer.optimizers]
-        old = self.peaks
-        self.peaks = [
-            [max(lr, old[i][j]) if i < len(old) and j < len(old[i]) else lr for j, lr in enumerate(groups)]
-            for i, groups in enumerate(now)
-        ]
+        self.peaks = _per_group(trainer, self.peaks, max)
 
     def _effective_lr(self, trainer: Trainer) -> float:
         floors, ceilings = self.lr_floors or [], self.lr_ceilings or []
