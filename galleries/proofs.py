@@ -69,6 +69,8 @@ PROOF_MODULES = (
     "galleries/preflight/sealed/test_proofs_zz2.py",
     "galleries/preflight/sealed/test_proofs_zy1.py",
     "galleries/preflight/sealed/test_proofs_zy2.py",
+    "galleries/preflight/sealed/test_proofs_zx1.py",
+    "galleries/preflight/sealed/test_proofs_zx2.py",
     "galleries/health/zoo1/test_proofs.py",
     "galleries/health/zoo2/test_proofs.py",
     "galleries/health/zoo3/test_proofs.py",
@@ -88,6 +90,8 @@ PROOF_MODULES = (
     "galleries/health/zoo17/test_proofs.py",
     "galleries/health/zoo18/test_proofs.py",
     "galleries/health/zoo19/test_proofs.py",
+    "galleries/health/zoo20/test_proofs.py",
+    "galleries/health/zoo21/test_proofs.py",
 )
 # The distributions the proofs train with: their pins in constraints.txt are part of the hash.
 PINNED = ("torch", "lightning", "transformers", "scikit-learn")

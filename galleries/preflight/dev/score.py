@@ -13,7 +13,8 @@ halves, ``h.py`` and ``i.py``), ``sealed-jk`` J (``j.py`` and ``k.py``), ``seale
 ``m.py``), ``sealed-no`` N (``n.py`` and ``o.py``), ``sealed-pq`` P (``p.py`` and ``q.py``), ``sealed-rs``
 R (``r.py`` and ``s.py``), ``sealed-tu`` T (``t.py`` and ``u.py``), ``sealed-vw`` V (``v.py`` and
 ``w.py``), ``sealed-xy`` X (``x.py`` and ``y.py``), ``sealed-z`` Z (``z1.py`` and ``z2.py``),
-``sealed-zz`` ZZ (``zz1.py`` and ``zz2.py``) and ``sealed-zy`` ZY (``zy1.py`` and ``zy2.py``): each once,
+``sealed-zz`` ZZ (``zz1.py`` and ``zz2.py``), ``sealed-zy`` ZY (``zy1.py`` and ``zy2.py``) and ``sealed-zx``
+ZX (``zx1.py`` and ``zx2.py``): each once,
 at the end of the work it judges (issue #34).
 
 A bug is caught when some check says ``fail`` or ``warn``; ``inconclusive``, ``skip`` and ``error`` do not
@@ -89,6 +90,7 @@ GALLERIES = (
     "sealed-z",
     "sealed-zz",
     "sealed-zy",
+    "sealed-zx",
 )
 
 #: The galleries whose halves are not one letter each.
@@ -97,6 +99,7 @@ HALVES = {
     "sealed-z": ("z1", "z2"),
     "sealed-zz": ("zz1", "zz2"),
     "sealed-zy": ("zy1", "zy2"),
+    "sealed-zx": ("zx1", "zx2"),
 }
 
 
