@@ -1,0 +1,16 @@
+"""Score HealthMonitor on sealed zoo 20 (a normalising flow, few-shot episodes, behaviour cloning, domain
+adaptation, keypoint heatmaps and a tabular classifier; blind pairs, healthy look-alikes) with the first zoo's
+scorer.
+
+Run from the repository root::
+
+    PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python -m galleries.health.zoo20.score [--names a]
+"""
+
+from __future__ import annotations
+
+from galleries.health.zoo1.score import main
+from galleries.health.zoo20.zoo import CASES
+
+if __name__ == "__main__":
+    main(cases=CASES)
