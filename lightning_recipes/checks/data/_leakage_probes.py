@@ -14,6 +14,7 @@ from torch import Tensor
 from lightning_recipes.checks._num_classes import IGNORE_INDEX
 from lightning_recipes.checks._probe import entries, replace_entries, seeded
 from lightning_recipes.checks.data._relation import lookup_scores
+from lightning_recipes.checks.loss._expected_loss import CLASSIFICATION, loss_call_for, record_loss_calls
 from lightning_recipes.checks.model.causality_check import aligned_output
 from lightning_recipes.checks.report import CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy, LossRecorder
@@ -461,6 +462,10 @@ def probe_too_good(
         return Probe("needs classification with one label per sample")
     bound = fraction * math.log(classes)
     model = seeded(context.seed, context.copy_model)
+    with torch.no_grad(), record_loss_calls(batch=train[0]) as calls:
+        call = loss_call_for(calls, context.training_loss(model, train[0]))
+    if call is None or call.function not in CLASSIFICATION:  # ln C is a cross-entropy's scale only
+        return Probe("the loss is not one cross-entropy: ln C is not its scale")
     optimizers = context.build_optimizers(model).optimizers
     looks: list[dict[str, float]] = []
     step, look = 0, min(5, steps)

@@ -82,7 +82,7 @@ class Repeats:
         }
 
 
-def repeat_test(train: Tensor, val: Tensor) -> Repeats | None:
+def repeat_test(train: Tensor, val: Tensor, dimension: float | None = None) -> Repeats | None:
     """The repeat test (the guide) on rows ``[N, D]``, ``[M, D]``; ``None`` under 40 training or 20 val."""
     train, val = train[:MAX_KEYS].float(), val[:MAX_QUERIES].float()
     if len(train) < 2 * _SCALE_RANK or len(val) < _SCALE_RANK:
@@ -96,13 +96,18 @@ def repeat_test(train: Tensor, val: Tensor) -> Repeats | None:
         train, val = train @ projection / math.sqrt(_MAX_DIM), val @ projection / math.sqrt(_MAX_DIM)
     train, val = train.double(), val.double()  # exact small distances in _nearest
     nearest, where = _nearest(train, val)
-    d1, dk, d2k = nearest[:, 0], nearest[:, REFERENCE_RANK - 1], nearest[:, _SCALE_RANK - 1]
+    d1, dk = nearest[:, 0], nearest[:, REFERENCE_RANK - 1]
     usable = (dk > 0) & (d1 > 0)
-    if int(usable.sum()) < _SCALE_RANK:  # sync: once
+    # the local dimension from training's own neighbourhoods (half against half), unless given: validation
+    # drawn from elsewhere (a shifted domain) sits far from all its neighbours alike: a huge dimension
+    half = len(train) // 2
+    own = _nearest(train[half:], train[:half])[0] if dimension is None else nearest
+    own = own[own[:, REFERENCE_RANK - 1] > 0]
+    if int(usable.sum()) < _SCALE_RANK or len(own) < _SCALE_RANK:  # sync: once
         return None
-    spread = torch.log(d2k[usable] / dk[usable]).mean()
+    spread = torch.log(own[:, _SCALE_RANK - 1] / own[:, REFERENCE_RANK - 1]).mean()
     gain = math.fsum(1.0 / j for j in range(REFERENCE_RANK, _SCALE_RANK))  # psi(20) - psi(10)
-    dimension = min(1000.0, gain / max(float(spread), 1e-12))  # sync: once
+    dimension = dimension or min(1000.0, gain / max(float(spread), 1e-12))  # sync: once
     ratio = d1 / dk.clamp_min(1e-300)
     # chance probability 1 - (1 - r^m)^(k - 1), computed stably
     inside = (ratio.clamp(0, 1) ** dimension).clamp(max=1 - 1e-16)
@@ -140,6 +145,7 @@ def _nearest(train: Tensor, val: Tensor) -> tuple[Tensor, Tensor]:
 _FAIL_P, _WARN_P, _HINT_P = 1e-6, 1e-4, 1e-2  # chance probabilities of the flagged count per level
 # training samples repeated within training from which the data is organised in subjects
 _SUBJECTS_SHARE = 0.5
+_SMALL_SPACE = 10  # possible rows per draw at most: copies are chance
 
 
 def repeats_of(
@@ -163,12 +169,23 @@ def repeats_of(
     examples = tuple((queries[v], keys[t]) for v, t in found.examples)  # indices among the samples read
     # training's own rate, like for like: half of it, and validation, against the other half
     half = min(len(keyed), MAX_KEYS) // 2
-    own_found, across = repeat_test(keyed[half : 2 * half], keyed[:half]), repeat_test(keyed[half:], queried)
+    pairs = ((keyed[half : 2 * half], keyed[:half]), (keyed[half:], queried))  # one dimension for all three
+    own_found, across = (repeat_test(keys, queries, found.dimension) for keys, queries in pairs)
     own = None
     if own_found is not None and across is not None and own_found.chance_p < _WARN_P:  # it repeats itself
         shares = across.flagged / max(1, across.queries), own_found.flagged / max(1, own_found.queries)
         own = (*shares, across.queries, own_found.queries)
     return replace(found, examples=examples, own=own)
+
+
+def drawn_from_a_small_space(rows: Tensor) -> bool:
+    """Whether ``[N, D]`` rows come from so few possible rows that ``N`` draws repeat by chance: the product
+    of each column's distinct values at most ``10 N`` (grid cells, small integer codes). Sync: once."""
+    if len(rows) < 2:
+        return False
+    ordered = rows.flatten(1).sort(dim=0).values
+    distinct = 1 + (ordered[1:] != ordered[:-1]).sum(0)
+    return float(distinct.double().log().sum()) <= math.log(_SMALL_SPACE * len(rows))
 
 
 def repeat_level(

@@ -24,6 +24,7 @@ from lightning_recipes.checks._probe import Finding, entries
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._loader_samples import check_pair, distinct_loader, served_indices
 from lightning_recipes.checks.data._relation import Relation, Split, relations
+from lightning_recipes.checks.data._split_repeats import drawn_from_a_small_space
 from lightning_recipes.checks.report import CheckResult, Status
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import is_float, split_batch
@@ -49,8 +50,7 @@ def scan_samples(inputs: Sequence[Tensor | None]) -> tuple[int, int, int, int] |
         flat = torch.cat(parts)
         constant = (flat == flat[:, :1]).all(dim=1)
         total, blank = total + len(flat), blank + int(constant.sum())
-        if torch.is_floating_point(flat):
-            kept = flat[~constant]
+        if torch.is_floating_point(flat) and not drawn_from_a_small_space(kept := flat[~constant]):
             checked += len(kept)
             duplicates += len(kept) - len(torch.unique(kept, dim=0))
     return total, blank, duplicates, checked

@@ -15,7 +15,12 @@ from lightning_recipes._stats import Z
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._relation import features
-from lightning_recipes.checks.data._split_repeats import MAX_KEYS, repeat_level, repeats_of
+from lightning_recipes.checks.data._split_repeats import (
+    MAX_KEYS,
+    drawn_from_a_small_space,
+    repeat_level,
+    repeats_of,
+)
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.loaders import loader_length
@@ -162,7 +167,9 @@ class SplitOverlapCheck(SanityCheck):
             return self.verdict("fail", found, details, action=split)
         if (estimate >= self.warn_fraction and excess >= 2) or level == "warn":
             return self.verdict("warn", found, details, action=split)
-        if continuous and train[0].numel() > 1 and len(exact) >= max(3, _EXACT_WARN_FRACTION * usable_val):
+        alike = [t for t in train if t.shape == train[0].shape] if continuous else []
+        copies_count = len(exact) >= max(3, _EXACT_WARN_FRACTION * usable_val) and train[0].numel() > 1
+        if copies_count and alike and not drawn_from_a_small_space(torch.stack(alike)):  # else chance
             copies = f"{len(exact)} of {usable_val} validation samples are exact copies of training samples "
             copies += f"({train_duplicates} repeats within training)"
             dedup = "Deduplicate (hash the samples) and split before oversampling."
