@@ -46,6 +46,7 @@ __all__ = [
 RISE = 0.1
 #: At most this many outlier batches in an interval (and a quarter of its steps): "a few outlier batches".
 MAX_OUTLIER_BATCHES = 5
+ALL_DEAD = 0.99  #: a layer this share dead explains one prediction for every sample by itself
 #: A step's gradient norm is judged against the median of this many calm steps before it (3 at least).
 BASELINE_STEPS = 8
 _MIN_BASELINE = 3
@@ -280,8 +281,19 @@ def dead_unit_causes(
         many = {"outlier_batches": f"more than {MAX_OUTLIER_BATCHES} in the window"}
         data_cause.evidence_against = many if spikes else {"outlier_batches_when_dying": 0}
     fraction = dead[worst]
-    if at_step0:
-        cause: str | None = "initialisation"
+    # one prediction for every sample, though units of every dead layer fire: the samples reach the model
+    # alike (a blank input), and units dead at step 0 are that input's symptom, not the initialisation's
+    alike = history.streaks.get("spread_checks", 0) >= 1 and not history.streaks.get("output_varied")
+    blank = Cause("inputs", _some(output_same_for_every_sample=alike and fraction < ALL_DEAD))
+    if at_step0 and blank.evidence_for:
+        cause: str | None = "inputs"
+        text = f"dead_units at step {data.step}: `{worst}` {fraction:.0%} dead, one output for all samples"
+        action = (
+            "The model predicts the same for every sample though some units fire: the inputs reach it alike. "
+            "Print a few batches: an encoding that writes nothing (`==` for `=`), a constant feature."
+        )
+    elif at_step0:
+        cause = "initialisation"
         before = at_step0.get(worst, fraction)
         text = f"dead_units at step {data.step}: `{worst}` {fraction:.0%} dead, {before:.0%} at step 0"
         action = (
@@ -309,7 +321,7 @@ def dead_unit_causes(
         cause = None
         text = f"dead_units at step {data.step}: `{worst}` {fraction:.0%} of units never fire"
         action = ""
-    causes = ranked([init, data_cause, lr], cause)
+    causes = ranked([init, blank, data_cause, lr], cause)
     tell = (
         ""
         if cause is not None

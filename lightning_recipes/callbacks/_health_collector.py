@@ -154,27 +154,29 @@ def loss_vector(losses: Losses, device: torch.device | None = None) -> Tensor:
 
 
 #: The pieces of :func:`loss_statistics`, in order, with their sizes.
-LOSS_PIECES = (("loss", _LOSS_MOMENTS), ("loss_head", 1), ("loss_first_nonfinite", 1))
+LOSS_PIECES = (("loss", _LOSS_MOMENTS), ("loss_head", 1), ("loss_first", 1), ("loss_first_nonfinite", 1))
 
 
 def loss_statistics(losses: Tensor, steps: Sequence[int], device: torch.device, head: int = 5) -> Tensor:
     """One interval's losses as :data:`LOSS_PIECES` (float64, no sync): the moments of the
-    finite losses over their steps, the mean of the first ``head`` losses, the first non-finite position.
+    finite losses over their steps, the mean of the first ``head`` losses, the first loss, the first
+    non-finite position.
 
     Example:
         >>> losses = loss_vector([torch.tensor(v) for v in [2.0, 1.0, float("nan"), 1.0]])
         >>> loss_statistics(losses, [0, 1, 2, 3], torch.device("cpu"), head=2).tolist()
-        [3.0, 4.0, 10.0, 4.0, 4.0, 10.0, 6.0, 4.0, 10.0, 1.5, 2.0]
+        [3.0, 4.0, 10.0, 4.0, 4.0, 10.0, 6.0, 4.0, 10.0, 1.5, 2.0, 2.0]
     """
     if len(losses) == 0:
-        return torch.tensor([0.0] * _LOSS_MOMENTS + [math.nan, 0.0], dtype=torch.float64, device=device)
+        empty = [0.0] * _LOSS_MOMENTS + [math.nan, math.nan, 0.0]
+        return torch.tensor(empty, dtype=torch.float64, device=device)
     values = losses.to(device, torch.float64).reshape(-1)
     finite = (values * 0 == 0).double()  # x * 0 is 0 exactly where x is finite (NaN for NaN and inf)
     x = values.nan_to_num(0.0, 0.0, 0.0)  # the finite losses, 0 elsewhere
     powers = torch.tensor([[1.0, t, t * t] for t in steps], dtype=torch.float64, device=device)
     moments = torch.stack([finite, x, x * x]) @ powers
     first = finite.argmin().double()  # the first 0: the first loss that is not finite
-    return torch.cat([moments.reshape(-1), values[:head].mean().reshape(1), first.reshape(1)])
+    return torch.cat([moments.reshape(-1), values[:head].mean().reshape(1), values[:1], first.reshape(1)])
 
 
 def squared_norm(params: Sequence[Tensor], device: torch.device) -> Tensor:
@@ -920,6 +922,7 @@ def combine(
     counts = [r[0] for r in column("loss_n")]  # each rank's losses, finite or not
     data.loss_nonfinite = round(sum(counts) - sum(r[0] for r in losses))
     data.loss_head = sum(r[0] for r in column("loss_head")) / len(rows)
+    data.loss_first = sum(r[0] for r in column("loss_first")) / len(rows)
     data.param_norm_start = math.sqrt(max(r[0] for r in column("param_start")))
     data.group_numel = dict(zip(group_names, group_numel))
     data.group_family = dict(zip(group_names, families))

@@ -227,6 +227,8 @@ _OUTWARD = 0.5
 
 #: An LR this many times the largest the run trained at healthily is new ground (as ``warming_up``'s 1.5x).
 LR_RAISED = 1.5
+#: A first interval's mean loss this many times its loss before any update: the first steps threw it up.
+LOSS_JUMP = 10.0
 
 
 def healthy_lr(history: History) -> tuple[float, int]:
@@ -339,26 +341,29 @@ def lr_blew_up_from_the_first_step(e: Evidence, blowup: Decision) -> Decision | 
     if not (g0 < t["explode_factor"] * w0 and step0 > t["ratio_stuck"]):
         return None
     grad, factor = blowup[0].get("grad_norm", math.nan), max(3, round(step0 / t["ratio_high"]))
+    rise = blowup[0].get("loss_vs_start", math.nan)
+    then = f"the loss rose {fmt(rise)}x" if math.isfinite(rise) else f"the gradients grew to {fmt(grad)}"
     found = {
         "lr": lr,
         "grad_norm_step0": g0,
         "first_update_ratio": step0,
+        "update_ratio": e.ratio,
         "weights_norm_at_start": w0,
         "grad_norm": grad,
         "optimizer_family": family,
         "lower_lr_by": factor,
-    } | ({"nonfinite_weights": data.nonfinite_weights[:8]} if data.nonfinite_weights else {})
+    } | {k: v for k, v in blowup[0].items() if k in ("nonfinite_weights", "loss_vs_start")}
     by = f"gradient {fmt(g0)}" if family == "sgd" else f"~lr per element, {fmt(moved**2)} elements"
     action = (
         f"The first {family} step moved the weights by {fmt(step0)} of their norm (lr {fmt(lr)} x {by}, the "
-        f"gradient {fmt(g0)} ordinary at initialisation; healthy ~1e-3), and the gradients then grew "
-        f"to {fmt(grad)}: the learning rate, not the initialisation. Lower it at least {factor}x (to a "
+        f"gradient {fmt(g0)} ordinary at initialisation; healthy ~1e-3), and {then}: the learning rate, "
+        f"not the initialisation. Lower it at least {factor}x (to a "
         f"first step under 1e-2 of the weights: from {fmt(lr)} to {fmt(lr / factor)}), or run an LR range "
         "test; add warm-up, or clip gradients."
     )
     line = headline(
         f"lr_too_high at step {data.step}: first step moved the weights {fmt(step0)} of their norm (lr "
-        f"{fmt(lr)}), then gradients {fmt(grad)}"
+        f"{fmt(lr)}), then {then}"
     )
     causes = [
         Cause("lr_too_high", {"first_update_ratio": step0, "lr": lr}),
@@ -883,8 +888,12 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     # RNN's, for clipping), so SGD is judged so only where the weights went inf/nan (above)
     if raised is None and "exploding_gradients" in out and e.ratios.family == "adaptive":
         raised = lr_blew_up_from_the_first_step(e, out["exploding_gradients"])
+    # the loss thrown far above its value before any update, within the first interval: a blow-up too
+    jumped = not history.losses and data.loss_first > 0 and data.loss_mean > LOSS_JUMP * data.loss_first
+    if raised is None and jumped and e.ratios.family == "adaptive" and "lr_too_high" not in out:
+        raised = lr_blew_up_from_the_first_step(e, ({"loss_vs_start": data.loss_mean / data.loss_first}, ""))
     if raised is not None:  # the explosion began after the LR rose into new ground: the LR's
-        out.pop("exploding_gradients")
+        out.pop("exploding_gradients", None)
         out["lr_too_high"] = raised
     _dead_below_vanished(out, e)
     if "dead_units" in out:

@@ -204,6 +204,8 @@ def exploded_into_nonfinite(e: Evidence) -> Decision | None:
 
 #: The loss's relative change, for a step of the weights' whole norm, below which a gradient is rounding.
 NUMERICAL_ZERO = 1e-5
+#: A first interval's mean loss under this share of its start: the large first gradients did their work.
+STEEP_START = 0.5
 
 
 def exploding_gradients(e: Evidence) -> Decision | None:
@@ -301,6 +303,8 @@ def exploding_from_start(e: Evidence) -> Decision | None:
     sensitivity = g0 * w0 / max(abs(start), 1e-12)
     if not (g0 > factor * w0 and sensitivity > factor):
         return None  # the check's own gradient is not asked: an adaptive optimizer tames it within steps
+    if data.loss_mean < STEEP_START * start:
+        return None  # the loss fell to a fraction of its start with them: a steep start, not an explosion
     if data.input_free_gap - e.t["confidence_z"] * data.input_free_gap_se > 0:
         return None  # outputs an initialisation blew up vary far beyond the targets: a model that already
         # beats its own input-free guess did not explode (a loss scaled by hand makes its gradients large)

@@ -99,6 +99,8 @@ class CheckData:
     loss_slope_se: float = math.nan
     #: the mean of the interval's first 5 losses (the first interval's: the loss at initialisation)
     loss_head: float = math.nan
+    #: the interval's first loss (the first interval's: the loss before any update)
+    loss_first: float = math.nan
     grad_sampled: bool = False
     grad_total: float = math.nan
     group_grad_rms: dict[str, float] = field(default_factory=dict)

@@ -528,7 +528,7 @@ def test_weight_and_update_powers_are_norms_group_powers_per_group(dtype: torch.
 
 
 @pytest.mark.parametrize("length", [0, 1, 5, 7, 8, 9, 50])
-def test_loss_statistics_are_the_sums_head_and_first_nonfinite_a_plain_loop_finds(length: int) -> None:
+def test_loss_statistics_are_the_sums_head_first_and_first_nonfinite_a_plain_loop_finds(length: int) -> None:
     g = torch.Generator().manual_seed(length)
     values = torch.randn(length, generator=g).exp()
     if length > 3:
@@ -537,7 +537,7 @@ def test_loss_statistics_are_the_sums_head_and_first_nonfinite_a_plain_loop_find
     losses = loss_vector(list(values.unbind()))
     with OpCounter() as counter:
         packed = loss_statistics(losses, steps, torch.device("cpu")).tolist()
-    assert len(counter.ops) <= 17, counter.ops  # one matrix product for the nine sums (was 30 ops)
+    assert len(counter.ops) <= 18, counter.ops  # one matrix product for the nine sums (was 30 ops)
     assert len(packed) == sum(size for _, size in LOSS_PIECES)
     finite = [(t, v) for t, v in zip(steps, values.double().tolist()) if math.isfinite(v)]
     # [finite, loss, loss^2] times [1, t, t^2], over the finite losses
@@ -545,10 +545,11 @@ def test_loss_statistics_are_the_sums_head_and_first_nonfinite_a_plain_loop_find
     assert packed[:9] == pytest.approx(sums, rel=1e-12) and packed[0] == len(finite)
     head = values[:5].double().mean().item() if length else math.nan
     assert packed[9] == pytest.approx(head, nan_ok=True)
+    assert packed[10] == pytest.approx(values[0].item() if length else math.nan, nan_ok=True)  # the first
     if length > 3:  # the first loss that is not finite; where all are, the count tells (0 here)
-        assert packed[10] == 2
+        assert packed[11] == 2
     else:
-        assert packed[0] == length and packed[10] == 0
+        assert packed[0] == length and packed[11] == 0
 
 
 def test_step_records_keep_batches_for_one_scan_at_the_check_and_fall_back_where_that_is_unsafe() -> None:
