@@ -154,9 +154,7 @@ class SanityCheck(Callback):
         check_key("input_key", input_key)
         check_key("target_key", target_key)
         check_time_budget("time_budget", time_budget, allow_default=True)
-        self.on_fail = on_fail
-        self.input_key = input_key
-        self.target_key = target_key
+        self.on_fail, self.input_key, self.target_key = on_fail, input_key, target_key
         self.time_budget = time_budget
         self.result: CheckResult | None = None
         self.failed_on_any_rank = False  # the collective decision, set when run as a callback

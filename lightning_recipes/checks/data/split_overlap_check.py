@@ -14,13 +14,8 @@ from typing_extensions import Unpack, override
 from lightning_recipes._stats import Z
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
+from lightning_recipes.checks.data import _split_repeats as chance
 from lightning_recipes.checks.data._relation import features
-from lightning_recipes.checks.data._split_repeats import (
-    MAX_KEYS,
-    drawn_from_a_small_space,
-    repeat_level,
-    repeats_of,
-)
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.loaders import loader_length
@@ -79,11 +74,8 @@ class SplitOverlapCheck(SanityCheck):
         if warn_fraction > fail_fraction:
             got = f"{warn_fraction!r} > {fail_fraction!r}"
             raise ValueError(f"`warn_fraction` must be <= `fail_fraction`, got {got}.")
-        self.num_batches = num_batches
-        self.near_cosine = near_cosine
-        self.near_tokens = near_tokens
-        self.warn_fraction = warn_fraction
-        self.fail_fraction = fail_fraction
+        self.num_batches, self.near_cosine, self.near_tokens = num_batches, near_cosine, near_tokens
+        self.warn_fraction, self.fail_fraction = warn_fraction, fail_fraction
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
@@ -128,10 +120,10 @@ class SplitOverlapCheck(SanityCheck):
         row_excess = _excess(rows_copied, row_chance, len(val_rows), len(row_keys))
         if row_excess and row_excess / len(val_rows) / coverage > estimate:
             excess, estimate = row_excess, min(1.0, row_excess / len(val_rows) / coverage)
-        repeats = repeats_of(train, val, train_blank, val_blank)
+        repeats = chance.repeats_of(train, val, train_blank, val_blank)
         repeat_estimate = 0.0
         if repeats is not None:
-            searched, _ = _coverage(context.train_dataloader, min(len(train), MAX_KEYS))
+            searched, _ = _coverage(context.train_dataloader, min(len(train), chance.MAX_KEYS))
             repeat_estimate = min(1.0, repeats.excess_fraction / searched)
         details: dict[str, Any] = {
             "train_samples": len(train),
@@ -150,7 +142,7 @@ class SplitOverlapCheck(SanityCheck):
         if repeats is not None:
             details["repeats"] = {**repeats.details(), "estimated_overlap": repeat_estimate}
         near_text_only = not continuous and not exact  # text repeats itself across splits: warn at most
-        level = repeat_level(repeats, repeat_estimate, self.fail_fraction)
+        level = chance.repeat_level(repeats, repeat_estimate, self.fail_fraction)
         found = (
             f"{len(near)} of {usable_val} validation samples repeat a training sample ({len(exact)} exact; "
             f"{chance_rate:.1%} by chance), ~{max(estimate, repeat_estimate):.0%} of validation"
@@ -169,7 +161,7 @@ class SplitOverlapCheck(SanityCheck):
             return self.verdict("warn", found, details, action=split)
         alike = [t for t in train if t.shape == train[0].shape] if continuous else []
         copies_count = len(exact) >= max(3, _EXACT_WARN_FRACTION * usable_val) and train[0].numel() > 1
-        if copies_count and alike and not drawn_from_a_small_space(torch.stack(alike)):  # else chance
+        if copies_count and alike and not chance.drawn_from_a_small_space(torch.stack(alike)):
             copies = f"{len(exact)} of {usable_val} validation samples are exact copies of training samples "
             copies += f"({train_duplicates} repeats within training)"
             dedup = "Deduplicate (hash the samples) and split before oversampling."

@@ -88,14 +88,9 @@ class TargetLeakageCheck(SanityCheck):
         check_int("train_steps", train_steps, minimum=0)
         check_in_range("too_good_fraction", too_good_fraction, 0, 1, low_open=True)
         check_bool("target_as_input", target_as_input)
-        self.num_batches = num_batches
-        self.num_eval_batches = num_eval_batches
-        self.num_samples = num_samples
-        self.max_accuracy = max_accuracy
-        self.max_correlation = max_correlation
-        self.train_steps = train_steps
-        self.too_good_fraction = too_good_fraction
-        self.target_as_input = target_as_input
+        self.num_batches, self.num_eval_batches, self.num_samples = num_batches, num_eval_batches, num_samples
+        self.max_accuracy, self.max_correlation, self.train_steps = max_accuracy, max_correlation, train_steps
+        self.too_good_fraction, self.target_as_input = too_good_fraction, target_as_input
 
     @override
     def check(self, context: CheckContext) -> CheckResult:

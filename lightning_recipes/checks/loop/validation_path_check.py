@@ -113,11 +113,9 @@ class ValidationPathCheck(SanityCheck):
             return self.verdict("pass", summary, details)
         if differs:
             return self.verdict("fail", f"{lags}; {inputs}", details, action=same_preprocessing)
-        # by batch statistics it fell as far, or ended where training ended (its start, read by running
-        # statistics, is another mode's loss)
-        again = view.after_batch_statistics
-        ended = again is not None and again - last <= (1 - self.min_share) * train_drop + 3 * sigma
-        if again is not None and (view.before - again >= needed_val or ended):
+        # by batch statistics it fell as far from either start (one read by running statistics: another mode)
+        again, start = view.after_batch_statistics, max(view.before, first)
+        if again is not None and start - again >= needed_val:
             return self.verdict("pass", f"{lags}; {again:.3g} by batch statistics: BatchNorm lags", details)
         if view.batchnorm_lag > BATCHNORM_LAG or (view.batchnorm_lag > 0 and share >= BATCHNORM_PARTIAL):
             raise CheckInconclusive(f"{lags}; BatchNorm stats hold {view.batchnorm_lag:.0%} of their start")

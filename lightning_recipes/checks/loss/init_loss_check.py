@@ -70,12 +70,8 @@ class InitLossCheck(SanityCheck):
         check_in_range("low_rtol", low_rtol, 0, 1, low_open=True, high_open=True)
         if warn_rtol > min(high_rtol, low_rtol):
             raise ValueError(f"`warn_rtol` must not exceed `high_rtol` or `low_rtol`, got {warn_rtol!r}.")
-        self.expected_loss = expected_loss
-        self.num_classes = num_classes
-        self.num_batches = num_batches
-        self.warn_rtol = warn_rtol
-        self.high_rtol = high_rtol
-        self.low_rtol = low_rtol
+        self.expected_loss, self.num_classes, self.num_batches = expected_loss, num_classes, num_batches
+        self.warn_rtol, self.high_rtol, self.low_rtol = warn_rtol, high_rtol, low_rtol
 
     @override
     def check(self, context: CheckContext) -> CheckResult:

@@ -114,11 +114,8 @@ class InputIndependenceCheck(SanityCheck):
         check_int("num_eval_batches", num_eval_batches, minimum=1)
         check_in_range("min_improvement", min_improvement, 0, 1, high_open=True)
         check_int("num_samples", num_samples, minimum=1, optional=True)
-        self.max_steps = max_steps
-        self.num_batches = num_batches
-        self.num_eval_batches = num_eval_batches
-        self.min_improvement = min_improvement
-        self.num_samples = num_samples
+        self.max_steps, self.num_batches, self.num_eval_batches = max_steps, num_batches, num_eval_batches
+        self.min_improvement, self.num_samples = min_improvement, num_samples
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
@@ -206,7 +203,9 @@ class InputIndependenceCheck(SanityCheck):
             summary = f"held-out {means[0]:.4g} real vs {control}; pairs fit no better ({fitted.gain:+.1%})"
             action = "Print (x, y) pairs: labels shuffled or misaligned, or it does not use its inputs."
             # a loss of its own may have an optimum no input improves (abstaining, a margin): a warning
-            details["known_loss"] = known = _known_loss(context, copies[0][0], train[0])
+            with torch.no_grad(), record_loss_calls(batch=train[0]) as calls:
+                known = loss_call_for(calls, context.training_loss(copies[0][0], train[0])) is not None
+            details["known_loss"] = known
             summary += "" if known else "; a loss of its own"
             return self.verdict("fail" if known else "warn", summary, details, action=action)
         if learned.fell and fitted.low > 0 and permuted.high < 0:  # learned from its pairs, worse held out
@@ -289,13 +288,6 @@ class InputIndependenceCheck(SanityCheck):
                 rows.append(torch.stack(losses))
             model.train()
         return torch.stack(rows).cpu()
-
-
-def _known_loss(context: CheckContext, model: Any, batch: Any) -> bool:
-    """Whether the training loss is one torch loss of a kind the checks know (cross-entropy, MSE, ...)."""
-    with torch.no_grad(), record_loss_calls(batch=batch) as calls:
-        loss = context.training_loss(model, batch)
-    return loss_call_for(calls, loss) is not None
 
 
 def _input_as_prediction(context: CheckContext, chunks: list[Any]) -> Gain | None:

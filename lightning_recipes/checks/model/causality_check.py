@@ -58,9 +58,7 @@ class CausalityCheck(SanityCheck):
         check_int("num_positions", num_positions, minimum=1)
         check_int("num_samples", num_samples, minimum=1)
         check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)
-        self.causal = causal
-        self.num_positions = num_positions
-        self.num_samples = num_samples
+        self.causal, self.num_positions, self.num_samples = causal, num_positions, num_samples
         self.rtol = rtol
 
     @override
