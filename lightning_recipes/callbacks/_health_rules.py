@@ -167,7 +167,7 @@ def lr_too_high(e: Evidence) -> Decision | None:
     dense = e.dense_ratio > t["ratio_high"]  # False without a dense group: embedding tables only
     sustained = sustained and dense and not e.outward > _OUTWARD
     # weights that grow while the loss falls significantly at every check of the window are being fitted
-    sustained = sustained and not (_fell_at_every_check(e, k) or e.progressing(k))
+    sustained = sustained and not _fell_at_every_check(e, k)
     if rise is None and not stuck and not sustained and not thrown:
         return None
     if thrown:

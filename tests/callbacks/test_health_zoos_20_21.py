@@ -49,9 +49,3 @@ def test_large_first_gradients_while_the_loss_falls_to_a_tenth_are_a_steep_start
     """A flow on moons in raw units: a first loss of 689 and a gradient of 3.9e4 at step 0, and the loss at
     71 by step 20: no explosion."""
     assert _findings("flow_moons_in_raw_units") == []
-
-
-def test_weights_that_grow_while_the_loss_trends_down_are_being_fitted() -> None:
-    """Next-basket in batches of 1024 under Adagrad: ratios of 2-3e-2 and growing weights while the loss
-    falls slowly, one check a hair up: the window's trend is down, so no LR finding."""
-    assert _findings("next_basket_batches_of_1024") == []
