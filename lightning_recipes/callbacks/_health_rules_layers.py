@@ -303,8 +303,8 @@ def exploding_from_start(e: Evidence) -> Decision | None:
     sensitivity = g0 * w0 / max(abs(start), 1e-12)
     if not (g0 > factor * w0 and sensitivity > factor):
         return None  # the check's own gradient is not asked: an adaptive optimizer tames it within steps
-    if data.loss_mean < STEEP_START * start:
-        return None  # the loss fell to a fraction of its start with them: a steep start, not an explosion
+    if data.loss_mean < STEEP_START * start and not e.level_known:
+        return None  # a loss of unknown scale fell to a fraction of its start with them: a steep start
     if data.input_free_gap - e.t["confidence_z"] * data.input_free_gap_se > 0:
         return None  # outputs an initialisation blew up vary far beyond the targets: a model that already
         # beats its own input-free guess did not explode (a loss scaled by hand makes its gradients large)
