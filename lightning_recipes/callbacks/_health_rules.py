@@ -888,8 +888,10 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     # RNN's, for clipping), so SGD is judged so only where the weights went inf/nan (above)
     if raised is None and "exploding_gradients" in out and e.ratios.family == "adaptive":
         raised = lr_blew_up_from_the_first_step(e, out["exploding_gradients"])
-    # the loss thrown far above its value before any update, within the first interval: a blow-up too
+    # the loss thrown far above its value before any update, within the first interval and on no outlier
+    # batch: a blow-up too
     jumped = not history.losses and data.loss_first > 0 and data.loss_mean > LOSS_JUMP * data.loss_first
+    jumped = jumped and not outliers_since(history, 0)
     if raised is None and jumped and e.ratios.family == "adaptive" and "lr_too_high" not in out:
         raised = lr_blew_up_from_the_first_step(e, ({"loss_vs_start": data.loss_mean / data.loss_first}, ""))
     if raised is not None:  # the explosion began after the LR rose into new ground: the LR's
