@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Generator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,25 @@ from torch.utils._pytree import tree_leaves
 from lightning_recipes.harness.batches import batch_size_of
 from lightning_recipes.harness.walk import batch_entries
 
-__all__ = ["LOSS_FUNCTIONS", "LossCall", "LossRecorder", "RowMix", "TargetSwapError"]
+__all__ = [
+    "CLASSIFICATION",
+    "KINDS",
+    "LOSS_FUNCTIONS",
+    "REGRESSION",
+    "LossCall",
+    "LossRecorder",
+    "RowMix",
+    "TargetSwapError",
+    "loss_call_for",
+    "record_loss_calls",
+]
+
+#: The losses whose value at initialisation and floor the checks know.
+REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
+CLASSIFICATION = frozenset(
+    {"cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"}
+)
+KINDS = CLASSIFICATION | REGRESSION
 
 # The torch.nn.functional losses (nn.*Loss modules call them too) -> the names of their prediction and target
 _SPECIAL_ARGS: dict[str, tuple[str, str | None]] = {
@@ -278,3 +297,26 @@ def _bind(func: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any])
         return inspect.signature(func).bind(*args, **kwargs)
     except (TypeError, ValueError):
         return None
+
+
+@contextmanager
+def record_loss_calls(
+    inspect_input: Callable[[Tensor], Any] | None = None, batch: Any = None
+) -> Generator[list[LossCall], None, None]:
+    """Record each call of :data:`KINDS` in the block; ``inspect_input`` sees each prediction (a hook)."""
+    with LossRecorder(batch, functions=KINDS, inspect_output=inspect_input) as recorder:
+        yield recorder.calls
+
+
+def loss_call_for(calls: Sequence[LossCall], loss: Tensor) -> LossCall | None:
+    """The recorded call whose value is the returned ``loss`` (or its ``.mean()``); else ``None``."""
+    value = loss.detach().reshape(-1)
+    for call in reversed(calls):
+        if call.loss is None or call.loss.numel() == 0:
+            continue
+        out = call.loss.detach().reshape(-1).to(value.dtype)
+        if call.loss.numel() == 1 and (out is loss or bool(torch.equal(out, value))):  # sync: once per call
+            return call
+        if call.loss.numel() > 1 and bool(torch.isclose(out.mean(), value[0], rtol=1e-6, atol=0)):
+            return call
+    return None

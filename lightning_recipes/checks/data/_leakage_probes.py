@@ -14,11 +14,11 @@ from torch import Tensor
 from lightning_recipes.checks._num_classes import IGNORE_INDEX
 from lightning_recipes.checks._probe import entries, replace_entries, seeded
 from lightning_recipes.checks.data._relation import lookup_scores
-from lightning_recipes.checks.loss._expected_loss import CLASSIFICATION, loss_call_for, record_loss_calls
 from lightning_recipes.checks.model.causality_check import aligned_output
 from lightning_recipes.checks.report import CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy, LossRecorder
 from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.loss_calls import CLASSIFICATION, loss_call_for, record_loss_calls
 
 COPY_SHARE, COPY_MARGIN = 0.95, 0.5  # sequence targets: share of trained positions that copy an input token
 MAX_MAJORITY = 0.9  # above this majority-class share, a lookup table's accuracy proves nothing

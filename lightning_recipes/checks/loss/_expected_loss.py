@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from lightning_recipes.harness import LossCall, LossRecorder
-
-REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
-CLASSIFICATION = frozenset(
-    {"cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"}
+from lightning_recipes.harness import LossCall
+from lightning_recipes.harness.loss_calls import (  # noqa: F401  (their home; re-used here)
+    CLASSIFICATION,
+    KINDS,
+    REGRESSION,
+    loss_call_for,
+    record_loss_calls,
 )
-KINDS = CLASSIFICATION | REGRESSION
+
 _PRIOR_SHARE = 0.25  # KL(labels || mean prediction) below this share of KL(labels || uniform): a prior
 _MIN_SKEW = 0.1  # nats: labels closer than this to uniform are read as uniform (the verdict cannot change)
 
@@ -44,29 +45,6 @@ def target_of(call: LossCall) -> Tensor:
     if call.target is None:
         raise ValueError(f"the {call.function} call has no target tensor")
     return call.target
-
-
-@contextmanager
-def record_loss_calls(
-    inspect_input: Callable[[Tensor], Any] | None = None, batch: Any = None
-) -> Generator[list[LossCall], None, None]:
-    """Record each call of :data:`KINDS` in the block; ``inspect_input`` sees each prediction (a hook)."""
-    with LossRecorder(batch, functions=KINDS, inspect_output=inspect_input) as recorder:
-        yield recorder.calls
-
-
-def loss_call_for(calls: Sequence[LossCall], loss: Tensor) -> LossCall | None:
-    """The recorded call whose value is the returned ``loss`` (or its ``.mean()``); else ``None``."""
-    value = loss.detach().reshape(-1)
-    for call in reversed(calls):
-        if call.loss is None or call.loss.numel() == 0:
-            continue
-        out = call.loss.detach().reshape(-1).to(value.dtype)
-        if call.loss.numel() == 1 and (out is loss or bool(torch.equal(out, value))):  # sync: once per call
-            return call
-        if call.loss.numel() > 1 and bool(torch.isclose(out.mean(), value[0], rtol=1e-6, atol=0)):
-            return call
-    return None
 
 
 @dataclass(frozen=True)
