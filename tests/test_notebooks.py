@@ -64,8 +64,8 @@ EXPECTED: dict[str, tuple[int, list[str]]] = {
             r"restored_best_weights=True",
             r"before: \[\('dead_units', \d+\)\]",
             r"after:  \[\]",
-            r"finding: \[\('lr_too_high', 'learning_rate', 20\)\]",
-            r"repair: \[\('rollback_lower_lr', 20\)\]",
+            r"finding: \[\('lr_too_high', 'lr_too_high', 10\)\]",  # the first steps threw the loss up
+            r"repair: \[\('rollback_lower_lr', 10\)\]",
             r"rolled back to the healthy snapshot of step 0",
         ],
     ),
