@@ -98,16 +98,16 @@ def repeat_test(train: Tensor, val: Tensor, dimension: float | None = None) -> R
     nearest, where = _nearest(train, val)
     d1, dk = nearest[:, 0], nearest[:, REFERENCE_RANK - 1]
     usable = (dk > 0) & (d1 > 0)
-    # the local dimension from training's own neighbourhoods (half against half), unless given: validation
-    # drawn from elsewhere (a shifted domain) sits far from all its neighbours alike: a huge dimension
-    half = len(train) // 2
-    own = _nearest(train[half:], train[:half])[0] if dimension is None else nearest
-    own = own[own[:, REFERENCE_RANK - 1] > 0]
-    if int(usable.sum()) < _SCALE_RANK or len(own) < _SCALE_RANK:  # sync: once
+    if int(usable.sum()) < _SCALE_RANK:  # sync: once
         return None
-    spread = torch.log(own[:, _SCALE_RANK - 1] / own[:, REFERENCE_RANK - 1]).mean()
-    gain = math.fsum(1.0 / j for j in range(REFERENCE_RANK, _SCALE_RANK))  # psi(20) - psi(10)
-    dimension = dimension or min(1000.0, gain / max(float(spread), 1e-12))  # sync: once
+    if dimension is None:  # training's own neighbourhoods, half against half (a shifted validation set sits
+        own = _nearest(train[len(train) // 2 :], train[: len(train) // 2])[0]  # far from all alike)
+        own = own[own[:, REFERENCE_RANK - 1] > 0]
+        if len(own) < _SCALE_RANK:  # sync: once
+            return None
+        spread = torch.log(own[:, _SCALE_RANK - 1] / own[:, REFERENCE_RANK - 1]).mean()
+        gain = math.fsum(1.0 / j for j in range(REFERENCE_RANK, _SCALE_RANK))  # psi(20) - psi(10)
+        dimension = min(1000.0, gain / max(float(spread), 1e-12))  # sync: once
     ratio = d1 / dk.clamp_min(1e-300)
     # chance probability 1 - (1 - r^m)^(k - 1), computed stably
     inside = (ratio.clamp(0, 1) ** dimension).clamp(max=1 - 1e-16)
