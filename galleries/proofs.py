@@ -71,6 +71,8 @@ PROOF_MODULES = (
     "galleries/preflight/sealed/test_proofs_zy2.py",
     "galleries/preflight/sealed/test_proofs_zx1.py",
     "galleries/preflight/sealed/test_proofs_zx2.py",
+    "galleries/preflight/sealed/test_proofs_zw1.py",
+    "galleries/preflight/sealed/test_proofs_zw2.py",
     "galleries/health/zoo1/test_proofs.py",
     "galleries/health/zoo2/test_proofs.py",
     "galleries/health/zoo3/test_proofs.py",
@@ -92,6 +94,8 @@ PROOF_MODULES = (
     "galleries/health/zoo19/test_proofs.py",
     "galleries/health/zoo20/test_proofs.py",
     "galleries/health/zoo21/test_proofs.py",
+    "galleries/health/zoo22/test_proofs.py",
+    "galleries/health/zoo23/test_proofs.py",
 )
 # The distributions the proofs train with: their pins in constraints.txt are part of the hash.
 PINNED = ("torch", "lightning", "transformers", "scikit-learn")

@@ -32,6 +32,7 @@ __all__ = [
     "RowLiveness",
     "StepRecords",
     "ValidationBatches",
+    "batch_samples",
     "combine",
     "dead_of",
     "flat_and_gain",
@@ -1254,11 +1255,11 @@ class ValidationBatches:
         loss = outputs.get(key, outputs.get("loss")) if isinstance(outputs, dict) else outputs
         if isinstance(loss, Tensor) and loss.numel() == 1 and loss.is_floating_point():
             self.values.append(loss.detach().reshape(()).double())
-            samples = float(_batch_size(batch))
+            samples = float(batch_samples(batch))
             self.sizes.append(torch.full((), samples, dtype=torch.float64, device=loss.device))
 
 
-def _batch_size(batch: Any) -> int:
+def batch_samples(batch: Any) -> int:
     try:
         return int(extract_batch_size(batch))
     except Exception:  # any batch Lightning cannot size counts as one sample
@@ -1326,6 +1327,7 @@ class InputFreeLoss(_SampledMode):
         self.count = 0  # elements measured (a host count: shapes only)
         self.floor: Tensor | None = None  # the sum of the losses of the targets as their own predictions
         self.floors = 0  # ... over this many of the elements measured
+        self.rows = 0  # the sampled batch's samples (0: unknown); a loss over k x as many rows groups them
 
     def clear(self) -> None:
         self.sums, self.count, self.floor, self.floors = None, 0, None, 0
@@ -1367,23 +1369,42 @@ class InputFreeLoss(_SampledMode):
             target = args[1]
             at_target = func in FLOOR_AT_TARGET and isinstance(target, Tensor) and target.shape == first.shape
             floor = func(target.to(first.dtype), *args[1:], **kwargs) if at_target else None
-            for i in predicted:
-                value = args[i] if i < len(args) else kwargs.get("var")
-                if isinstance(value, Tensor) and value.shape[:1] == first.shape[:1]:
-                    mean = value.mean(0, keepdim=True, dtype=torch.float32).to(value.dtype).expand_as(value)
-                    if i < len(args):
-                        args[i] = mean
-                    else:
-                        kwargs["var"] = mean
-            guess = func(*args, **kwargs)
-            if own.shape != guess.shape:
+            n, b = first.shape[0], self.rows
+            # rows of k positions per sample (a flattened sequence, several heads): the mean over the samples
+            # per position, sample-major or position-major, whichever is nearer the model's own (on device)
+            layouts = [(b, n // b, 0), (n // b, b, 1)] if 1 < b < n and n % b == 0 else [(n, 1, 0)]
+            guesses = []
+            for layout in layouts:
+                call_args, call_kwargs = list(args), dict(kwargs)
+                for i in predicted:
+                    value = args[i] if i < len(args) else kwargs.get("var")
+                    if isinstance(value, Tensor) and value.shape[:1] == first.shape[:1]:
+                        if i < len(args):
+                            call_args[i] = _sample_mean(value, layout)
+                        else:
+                            call_kwargs["var"] = _sample_mean(value, layout)
+                guesses.append(func(*call_args, **call_kwargs))
+            if any(own.shape != g.shape for g in guesses):
                 return
             # float64 sums (a non-finite loss makes them NaN: no evidence from that interval)
-            diff = guess.double() - own
-            row = torch.stack([diff.sum(), diff.square().sum(), guess.sum(dtype=torch.float64)])
+            rows = []
+            for guess in guesses:
+                diff = guess.double() - own
+                rows.append(torch.stack([diff.sum(), diff.square().sum(), guess.sum(dtype=torch.float64)]))
+            row = rows[0] if len(rows) == 1 else torch.where(rows[0][1] <= rows[1][1], rows[0], rows[1])
             self.sums = row if self.sums is None else self.sums + row
             self.count += diff.numel()
             if floor is not None and floor.shape == own.shape:  # a loss minimal at its target: its floor
                 floor = floor.sum(dtype=torch.float64)
                 self.floor = floor if self.floor is None else self.floor + floor
                 self.floors += diff.numel()
+
+
+def _sample_mean(value: Tensor, layout: tuple[int, int, int]) -> Tensor:
+    """``value`` with each row replaced by the mean over the samples: its rows viewed as ``layout[:2]``, the
+    samples along ``layout[2]``."""
+    if layout[1] == 1:  # one row per sample: the batch mean
+        return value.mean(0, keepdim=True, dtype=torch.float32).to(value.dtype).expand_as(value)
+    shape = (*layout[:2], *value.shape[1:])
+    mean = value.reshape(shape).mean(layout[2], keepdim=True, dtype=torch.float32).to(value.dtype)
+    return mean.expand(shape).reshape(value.shape)

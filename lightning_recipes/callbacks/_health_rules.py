@@ -6,11 +6,18 @@ The layer, gradient and data rules are in ``_health_rules_layers``; thresholds a
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
 from lightning_recipes._stats import difference_noise, normal_quantile, significantly_above, validation_se
-from lightning_recipes.callbacks._health_causes import dead_unit_causes, outliers_since, ranked, weighed
+from lightning_recipes.callbacks._health_causes import (
+    dead_unit_causes,
+    dying_window,
+    outliers_since,
+    ranked,
+    weighed,
+)
 from lightning_recipes.callbacks._health_evidence import Evidence, evidence_of, streak
 from lightning_recipes.callbacks._health_rules_layers import (
     THROWN,
@@ -79,6 +86,7 @@ def _rise(e: Evidence) -> tuple[str, float, int] | None:
                 data.loss_mean > (1.0 + t["rise_rtol"]) * before
                 and significantly_above(data.loss_mean, e.se, before, before_se, t["confidence_z"])
                 and not outliers_since(history, step)
+                and not data.loss_mean - before < UNDONE * (history.start_loss - min(history.losses))
             ):
                 found = what, before, step
                 break
@@ -227,6 +235,9 @@ _OUTWARD = 0.5
 
 #: An LR this many times the largest the run trained at healthily is new ground (as ``warming_up``'s 1.5x).
 LR_RAISED = 1.5
+#: The share of the progress made (start to best) a rise must undo: a loss converged 50x below its start
+#: that bumps 10% of its own value is at its floor's noise, not thrown back by the LR.
+UNDONE = 0.01
 #: A first interval's mean loss this many times its loss before any update: the first steps threw it up.
 LOSS_JUMP = 10.0
 
@@ -386,7 +397,8 @@ def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
     data, history, t, ratio, floor, lr, peak = e.data, e.history, e.t, e.ratio, e.floor, e.lr, e.peak_lr
     # 1000x below its peak, a decayed LR's rounding allowed (3e-3 * 0.1 ** 3 is held as 3.0000000000000005e-6)
     cut = math.isfinite(lr) and math.isfinite(peak) and lr <= 1e-3 * peak * (1 + 1e-9)
-    collapsed = cut or (math.isfinite(ratio) and ratio < 1e-3 * floor)
+    stalled = _stalled_since_a_cut(e)
+    collapsed = cut or stalled or (math.isfinite(ratio) and ratio < 1e-3 * floor)
     # a collapsed LR cannot move the loss: only this interval's own trend counts
     falling = e.falling or (not collapsed and e.below_previous)
     stuck = (
@@ -406,12 +418,13 @@ def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
         or not low
     ):
         return None
-    if cut:
+    if cut or stalled:
+        when = " when it was cut" if stalled and not cut else ""
         return (
             {"lr": lr, "peak_lr": peak, "update_ratio": ratio, "loss": data.loss_mean},
             f"The learning rate is {fmt(lr)}, {fmt(peak / max(lr, 1e-30))}x below its peak of {fmt(peak)}, "
-            f"and the loss stopped falling ({fmt(data.loss_mean)}). Check the scheduler: a step decay's "
-            "gamma, a LambdaLR factor, a schedule shorter than the run.",
+            f"and the loss stopped falling{when} ({fmt(data.loss_mean)}). Check the scheduler: a step "
+            "decay's gamma, a LambdaLR factor, a schedule shorter than the run.",
         )
     raise_by = max(3, round(floor * 30 / max(ratio, 1e-30)))
     target = f" (from {fmt(lr)} to about {fmt(lr * raise_by)})" if math.isfinite(lr) and lr > 0 else ""
@@ -430,6 +443,39 @@ def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
         + f"; healthy ~1e-3) and the loss is not falling ({fmt(data.loss_mean)}). Raise the learning rate "
         f"about {raise_by}x{target}, or run an LR range test; check the schedule does not cut it to ~0.",
     )
+
+
+#: An LR this many times below the previous check's, in one interval: a cut, not a decay.
+SUDDEN_CUT = 30.0
+
+
+def _stalled_since_a_cut(e: Evidence) -> bool:
+    """The LR fell ``SUDDEN_CUT`` x or more within one interval while the loss was falling significantly, and
+    since the first interval after it the loss has not made ``plateau_progress`` of progress: the cut
+    stopped the training (a decay after a plateau is followed by a fall, not a stall).
+
+    Example:
+        >>> history = History(losses=[0.9, 0.37], loss_ses=[0.01] * 2, loss_steps=[20, 40], lrs=[1e-3, 2e-3])
+        >>> data = CheckData(60, 0, loss_mean=0.07, loss_count=20, loss_std=0.01, update_ratio={"fc": 3e-5},
+        ...                  group_lr={"fc": 9e-6})
+        >>> _stalled_since_a_cut(evidence_of(data, history, DEFAULT_THRESHOLDS))  # the cut's own interval
+        False
+        >>> history.streaks["lr_cut_at"]
+        2
+    """
+    history, losses, lr = e.history, e.history.losses, e.lr
+    streaks = history.streaks
+    if e.warming_up:
+        streaks.pop("lr_cut_at", None)
+    falling_before = len(losses) >= 2 and significantly_above(
+        losses[-2], history.loss_ses[-2], losses[-1], history.loss_ses[-1], e.t["confidence_z"]
+    )
+    if history.lrs and math.isfinite(lr) and lr * SUDDEN_CUT <= history.lrs[-1] and falling_before:
+        streaks["lr_cut_at"] = len(losses)  # this check's index in ``losses``, appended after the rules
+    first_after = streaks.get("lr_cut_at", len(losses)) + 1
+    if first_after + int(e.t["persist_checks"]) - 1 > len(losses) or not math.isfinite(e.data.loss_mean):
+        return False
+    return e.data.loss_mean > (1.0 - e.t["plateau_progress"]) * losses[first_after]
 
 
 def lr_zero_for_a_trained_group(e: Evidence) -> Decision | None:
@@ -926,11 +972,9 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
         history.lrs.append(e.lr)
     if set(out) - {"data_stall"}:
         history.streaks["named"] = 1  # a rule named a cause: not_learning is for the runs none explains
-    _add(
-        out,
-        "not_learning",
-        not_learning(e, named=bool(history.streaks.get("named")), plateau_judges=not lr_explains),
-    )
+    if "not_learning" not in out:  # not named already by its dead units' blank inputs
+        named = bool(history.streaks.get("named"))
+        _add(out, "not_learning", not_learning(e, named=named, plateau_judges=not lr_explains))
     if "not_learning" in out:
         history.streaks["not_learning"] = 1
     if e.ratios.by_group and not set(out) - {"data_stall"}:  # the LR the run trains at healthily
@@ -961,6 +1005,9 @@ def _attribute_dead_units(out: dict[str, Decision], e: Evidence) -> None:
     data, history, t = e.data, e.history, e.t
     evidence, _ = out["dead_units"]
     dead = evidence["dead_fraction"]
+    if _learning_through_the_dying(e, dead):
+        out.pop("dead_units")
+        return
     recent = history.ratios[-int(t["persist_checks"]) - 1 :]
     lr_now = e.ratio > t["ratio_high"] or any(r > t["ratio_high"] for r in recent)
     by_lr, found = dead_unit_causes(dead, data, history, t, lr_now=lr_now)
@@ -970,6 +1017,12 @@ def _attribute_dead_units(out: dict[str, Decision], e: Evidence) -> None:
             found.action
             or f"{fractions} of units never fire; the evidence does not name the cause. {found.tell_apart}"
         )
+        if found.cause == "inputs":  # one output for every sample: the loss sits at its input-free level
+            out.pop("dead_units")
+            line = headline(f"not_learning at step {data.step}: one output for all samples, {fractions} dead")
+            found = dataclasses.replace(found, headline=line)
+            out["not_learning"] = Diagnosed({**evidence, "cause": "inputs"}, advice, found)
+            return
         out["dead_units"] = Diagnosed({**evidence, "cause": found.cause or "undetermined"}, advice, found)
         return
     history.streaks["dead_by_lr"] = 1  # the same units stay the LR's symptom while they stay dead
@@ -990,6 +1043,23 @@ def _attribute_dead_units(out: dict[str, Decision], e: Evidence) -> None:
         "~1e-3), " + ", ".join(f"`{m}` {f:.0%}" for m, f in list(dead.items())[:2]) + " dead"
     )
     out["lr_too_high"] = Diagnosed(merged, high[1], Diagnosis(line, found.causes, "learning_rate", high[1]))
+
+
+def _learning_through_the_dying(e: Evidence, dead: dict[str, float]) -> bool:
+    """Units alive at step 0 died while the model learned: the loss is significantly below its value at the
+    check before they began dying, still falls over ``plateau_checks`` checks, and beats the model's
+    input-free guess. Capacity pruned on the way is no failure; the units are judged once that stops."""
+    history, t = e.history, e.t
+    if any(history.dead_step0.get(m, 0.0) >= t["dead_fraction"] for m in dead) or not history.losses:
+        return False
+    start, _, _ = dying_window(history, t)
+    i = history.loss_steps.index(start) if start in history.loss_steps else 0
+    below = significantly_above(
+        history.losses[i], history.loss_ses[i], e.data.loss_mean, e.se, t["confidence_z"]
+    )
+    # learning from its inputs: its prediction beats its own input-free guess beyond noise (known only there)
+    gains = e.data.input_free_gap - t["confidence_z"] * e.data.input_free_gap_se > 0
+    return below and gains and bool(e.progressing(int(t["plateau_checks"])))
 
 
 def _symptom_of_the_lr(out: dict[str, Decision], history: History) -> None:

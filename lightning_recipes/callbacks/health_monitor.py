@@ -31,6 +31,7 @@ from lightning_recipes.callbacks._health_collector import (
     RowLiveness,
     StepRecords,
     ValidationBatches,
+    batch_samples,
     combine,
     dead_of,
     group_families,
@@ -298,6 +299,7 @@ class HealthMonitor(Callback):
         if step == 0 and self.activation_samples and not self._init_measured:
             self._attach_init_hooks()
         if sampled and not self._handles:
+            self._input_free.rows = batch_samples(batch)
             self._attach_hooks()
         if self._start_pending and not self._start_handles:
             self._attach_start_hooks()

@@ -20,6 +20,7 @@ __all__ = [
     "clone_tensors",
     "input_key_of",
     "is_float",
+    "other_rows",
     "replace_inputs",
     "slice_batch",
     "split_batch",
@@ -156,3 +157,15 @@ def clone_tensors(batch: Any) -> Any:
 
 def is_float(tensor: Tensor) -> bool:
     return torch.is_floating_point(tensor) or torch.is_complex(tensor)
+
+
+def other_rows(batch: Any, inputs: Tensor | None, targets: Tensor | None) -> Tensor | None:
+    """The batch's top-level tensors besides ``inputs`` and ``targets`` with one row per input sample, as
+    one float row of values per sample (``None``: none), e.g. a presence mask beside the views it marks."""
+    parts = (
+        batch.values() if isinstance(batch, Mapping) else batch if isinstance(batch, (list, tuple)) else []
+    )
+    rows = len(inputs) if inputs is not None and inputs.ndim else -1
+    others = [t for t in parts if isinstance(t, Tensor) and t is not inputs and t is not targets]
+    others = [t.reshape(rows, -1).float() for t in others if t.ndim and len(t) == rows and t.numel()]
+    return torch.cat(others, 1) if others else None

@@ -6,11 +6,12 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
-from lightning_recipes.harness.isolation import CannotRunOnCopy
+from lightning_recipes.harness.isolation import CannotRunOnCopy, preserved_rng
 
-__all__ = ["ForwardCapture", "first_tensor", "step_output", "takes_more_than_the_input"]
+__all__ = ["ForwardCapture", "first_layer_input", "first_tensor", "step_output", "takes_more_than_the_input"]
 
 
 class ForwardCapture:
@@ -86,6 +87,24 @@ def step_output(harness: Any, model: nn.Module, batch: Any) -> Tensor:
             "ran; cannot read the model's outputs."
         )
     return output
+
+
+def first_layer_input(harness: Any, batch: Any) -> tuple[float, float] | None:
+    """``(mean, std)`` of the floating input the first learned layer (a weight matrix or kernel) reads in one
+    ``training_step`` of ``harness`` on a copy, or ``None`` (none found, or the step failed)."""
+    seen: list[Tensor] = []
+
+    def record(_: nn.Module, args: tuple[Any, ...]) -> None:
+        if not seen and args and isinstance(args[0], Tensor) and args[0].is_floating_point():
+            seen.append(args[0].detach())
+
+    model = harness.copy_model()
+    for module in model.modules():
+        if getattr(getattr(module, "weight", None), "ndim", 0) >= 2:
+            module.register_forward_pre_hook(record)
+    with contextlib.suppress(Exception), preserved_rng(), torch.no_grad():  # the user's step: no reading
+        harness.training_loss(model, batch)
+    return (float(seen[0].mean()), float(seen[0].std())) if seen and seen[0].numel() > 1 else None
 
 
 def takes_more_than_the_input(err: TypeError) -> bool:

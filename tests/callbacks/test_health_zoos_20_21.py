@@ -22,10 +22,11 @@ def _findings(name: str) -> list[tuple[str, str | None, int]]:
 
 def test_units_dead_at_step_0_behind_one_output_for_every_sample_are_the_inputs_symptom() -> None:
     """One-hot states written with `==`: every state is all zeros, half the first layer's units sit at a
-    negative bias (dead from step 0) and the other half fire alike for every sample. The blind pair, every
-    ReLU dead from a prior bias of -4.6 on each conv, stays the initialisation's."""
+    negative bias (dead from step 0) and the other half fire alike for every sample: the run is not learning
+    and the inputs are why (zoo 22 showed the dead units are a symptom). The blind pair, every ReLU dead from
+    a prior bias of -4.6 on each conv, stays the initialisation's."""
     assert [(p, c) for p, c, _ in _findings("gridworld_bc_one_hots_written_with_double_equals")] == [
-        ("dead_units", "inputs")
+        ("not_learning", "inputs")
     ]
     assert [(p, c) for p, c, _ in _findings("keypoint_heatmaps_focal_prior_bias_on_every_conv")] == [
         ("dead_units", "initialisation")

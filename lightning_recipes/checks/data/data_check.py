@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any, Literal
@@ -27,7 +29,8 @@ from lightning_recipes.checks.data._relation import Relation, Split, relations
 from lightning_recipes.checks.data._split_repeats import drawn_from_a_small_space
 from lightning_recipes.checks.report import CheckResult, Status
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import is_float, split_batch
+from lightning_recipes.harness.batches import is_float, other_rows, split_batch
+from lightning_recipes.harness.forward_capture import first_layer_input
 from lightning_recipes.harness.loaders import is_shuffled, loader_length
 from lightning_recipes.harness.walk import tensors_of
 
@@ -37,23 +40,46 @@ PURITY_SAMPLES = 64  # samples read straight from the dataset by the purity test
 MAX_SNAPSHOT = 50_000_000  # stored tensor elements snapshotted by the purity test (larger: not tested)
 
 
-def scan_samples(inputs: Sequence[Tensor | None]) -> tuple[int, int, int, int] | None:
-    """``(samples, blank, duplicates, checked for duplicates)`` over input batches, or ``None``."""
-    groups: dict[tuple[Any, ...], list[Tensor]] = {}
-    for x in inputs:
+def scan_samples(
+    inputs: Sequence[Tensor | None], marks: Sequence[Tensor | None] = ()
+) -> tuple[int, int, int, int] | None:
+    """``(samples, blank, duplicates, checked for duplicates)`` over input batches, or ``None``; blank rows a
+    column of ``marks`` (per batch, ``other_rows``) sets apart are declared missing: neither."""
+    groups: dict[tuple[Any, ...], list[tuple[Tensor, Tensor | None]]] = {}
+    for x, mark in itertools.zip_longest(inputs, marks[: len(inputs)]):
         if x is not None and x.ndim >= 2 and x[0].numel() >= 4:
-            groups.setdefault((tuple(x.shape[1:]), x.dtype), []).append(x.flatten(1))
+            groups.setdefault((tuple(x.shape[1:]), x.dtype), []).append((x.flatten(1), mark))
     if not groups:
         return None
     total = blank = duplicates = checked = 0
     for parts in groups.values():
-        flat = torch.cat(parts)
+        flat = torch.cat([x for x, _ in parts])
         constant = (flat == flat[:, :1]).all(dim=1)
+        if _marked(constant, [m for _, m in parts]):  # missing parts, declared: neither blank nor copies
+            flat, constant = flat[~constant], constant[~constant]
         total, blank = total + len(flat), blank + int(constant.sum())
         if torch.is_floating_point(flat) and not drawn_from_a_small_space(kept := flat[~constant]):
             checked += len(kept)
             duplicates += len(kept) - len(torch.unique(kept, dim=0))
     return total, blank, duplicates, checked
+
+
+def _marked(blank: Tensor, marks: list[Tensor | None]) -> bool:
+    """Whether one column of the other entries takes a value on every blank row that it takes on no other
+    row: a presence mask declares those rows' input missing.
+
+    Example:
+        >>> _marked(torch.tensor([True, False, True]), [torch.tensor([[0.0, 1.0], [1.0, 1.0], [0.0, 1.0]])])
+        True
+    """
+    if not blank.any() or blank.all() or any(m is None for m in marks):
+        return False
+    with suppress(RuntimeError):  # marks of other widths: nothing declared
+        values = torch.cat([m for m in marks if m is not None])
+        on_blank = values[blank][:1]
+        same = (values[blank] == on_blank).all(0) & ~(values[~blank] == on_blank).any(0)
+        return bool(same.any())
+    return False
 
 
 def stored_duplicate_fraction(
@@ -116,9 +142,7 @@ class DataCheck(SanityCheck):
         check_positive("max_scale", max_scale)
         check_pair("blank_fractions", blank_fractions, "fractions in (0, 1] with warn <= fail")
         check_pair("duplicate_fractions", duplicate_fractions, "fractions in (0, 1] with warn <= fail")
-        self.num_batches = num_batches
-        self.num_classes = num_classes
-        self.max_scale = max_scale
+        self.num_batches, self.num_classes, self.max_scale = num_batches, num_classes, max_scale
         self.blank_fractions = tuple(blank_fractions)
         self.duplicate_fractions = tuple(duplicate_fractions)
 
@@ -127,10 +151,11 @@ class DataCheck(SanityCheck):
         impure = _purity(context.train_dataloader)  # first: before this check reads anything
         batches = context.train_batches(self.num_batches)
         inputs = [context.split(b)[0] for b in batches]
+        self._marks = [other_rows(b, *context.split(b)) for b in batches]
         details: dict[str, Any] = {"batches": len(batches)}
         self._found: list[Finding] = []
         self._finite(context, batches, details)
-        self._inputs(inputs, details)
+        self._inputs(context, batches, inputs, details)
         if not details.get("constant_input_batches"):
             self._samples(context, inputs, details)
         if impure is not None:
@@ -181,7 +206,9 @@ class DataCheck(SanityCheck):
             action = "Drop or impute those rows; check normalisation (std > 0) and any log/exp of the data."
             self._add("fail", summary, action)
 
-    def _inputs(self, inputs: list[Tensor | None], details: dict[str, Any]) -> None:
+    def _inputs(
+        self, context: CheckContext, batches: list[Any], inputs: list[Tensor | None], details: dict[str, Any]
+    ) -> None:
         floats = [x for x in inputs if x is not None and torch.is_floating_point(x) and x.numel() > 0]
         if not floats:
             return
@@ -197,6 +224,11 @@ class DataCheck(SanityCheck):
             action = "Plot a few inputs; check the decoding and normalisation in `__getitem__`."
             self._add("fail", summary, action)
         elif abs(mean) > self.max_scale or std > self.max_scale:
+            finite = math.isfinite(mean) and math.isfinite(std)
+            scale = first_layer_input(context, batches[0]) if batches and finite else None
+            if scale is not None and abs(scale[0]) <= self.max_scale and scale[1] <= self.max_scale:
+                details["first_layer_input"] = {"mean": scale[0], "std": scale[1]}
+                return  # the model scales its inputs before its first learned layer
             summary = f"inputs look un-normalised: mean {mean:.3g}, std {std:.3g} (limit {self.max_scale:g})"
             action = "Standardise with the training set's mean/std, or divide pixels by 255."
             self._add("warn", summary, action)
@@ -208,9 +240,11 @@ class DataCheck(SanityCheck):
         if served is not None and len(set(served.indices)) < len(served.indices):  # drawn with replacement
             largest = max((len(x) for x in inputs if x is not None and x.ndim > 0), default=1)
             distinct = distinct_loader(loader, served.indices, largest)
-            inputs = [context.split(b)[0] for b in context.read_batches(distinct, self.num_batches)]
+            batches = context.read_batches(distinct, self.num_batches)
+            inputs = [context.split(b)[0] for b in batches]
+            self._marks = [other_rows(b, *context.split(b)) for b in batches]
             details["samples_judged_on_distinct_indices"] = len(set(served.indices))
-        scan = scan_samples(inputs)
+        scan = scan_samples(inputs, self._marks)
         if scan is None:
             return
         total, blank, duplicates, checked = scan

@@ -71,8 +71,7 @@ class LoaderCheck(SanityCheck):
         check_positive("z_threshold", z_threshold)
         check_positive("min_expected", min_expected)
         check_pair("rarer_ratios", rarer_ratios, "ratios in (0, 1) with fail <= warn", descending=True)
-        self.max_samples = max_samples
-        self.z_threshold = z_threshold
+        self.max_samples, self.z_threshold = max_samples, z_threshold
         self.rarer_ratios = (float(rarer_ratios[0]), float(rarer_ratios[1]))
         self.min_expected = min_expected
 

@@ -59,8 +59,7 @@ class OptimizationCheck(SanityCheck):
         super().__init__(**options)
         check_int("steps", steps, minimum=2)
         check_int("max_samples", max_samples, minimum=1)
-        self.steps = steps
-        self.max_samples = max_samples
+        self.steps, self.max_samples = steps, max_samples
 
     @override
     def check(self, context: CheckContext) -> CheckResult:

@@ -178,9 +178,7 @@ class ScheduleCheck(SanityCheck):
             raise ValueError(f"`collapse` must be <= `low` ({low!r}), got {collapse!r}.")
         if growth <= 1:
             raise ValueError(f"`growth` must be a multiple > 1 of the first LR, got {growth!r}.")
-        self.collapse = collapse
-        self.low = low
-        self.growth = growth
+        self.collapse, self.low, self.growth = collapse, low, growth
 
     @override
     def check(self, context: CheckContext) -> CheckResult:

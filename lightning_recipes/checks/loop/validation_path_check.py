@@ -62,9 +62,7 @@ class ValidationPathCheck(SanityCheck):
         check_in_range("min_share", min_share, 0, 1, low_open=True, high_open=True)
         check_int("steps", steps, minimum=3)
         check_int("max_samples", max_samples, minimum=1)
-        self.min_share = min_share
-        self.steps = steps
-        self.max_samples = max_samples
+        self.min_share, self.steps, self.max_samples = min_share, steps, max_samples
 
     @override
     def check(self, context: CheckContext) -> CheckResult:

@@ -65,9 +65,7 @@ class OverfitBatchCheck(SanityCheck):
         check_int("max_steps", max_steps, minimum=1)
         check_in_range("target_ratio", target_ratio, 0, 1, low_open=True, high_open=True)
         check_int("num_samples", num_samples, minimum=1, optional=True)
-        self.max_steps = max_steps
-        self.target_ratio = target_ratio
-        self.num_samples = num_samples
+        self.max_steps, self.target_ratio, self.num_samples = max_steps, target_ratio, num_samples
 
     @override
     def check(self, context: CheckContext) -> CheckResult:

@@ -55,8 +55,7 @@ class EvalModeCheck(SanityCheck):
         super().__init__(**options)
         check_int("num_samples", num_samples, minimum=1)
         check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)
-        self.num_samples = num_samples
-        self.rtol = rtol
+        self.num_samples, self.rtol = num_samples, rtol
 
     @override
     def check(self, context: CheckContext) -> CheckResult:

@@ -184,9 +184,7 @@ class PaddingCheck(SanityCheck):
         check_int("num_samples", num_samples, minimum=1)
         check_int("extra", extra, minimum=1)
         check_key("padding_key", padding_key)
-        self.num_samples = num_samples
-        self.extra = extra
-        self.padding_key = padding_key
+        self.num_samples, self.extra, self.padding_key = num_samples, extra, padding_key
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
