@@ -151,13 +151,12 @@ class DataCheck(SanityCheck):
         impure = _purity(context.train_dataloader)  # first: before this check reads anything
         batches = context.train_batches(self.num_batches)
         inputs = [context.split(b)[0] for b in batches]
-        self._marks = [other_rows(b, *context.split(b)) for b in batches]
         details: dict[str, Any] = {"batches": len(batches)}
         self._found: list[Finding] = []
         self._finite(context, batches, details)
         self._inputs(context, batches, inputs, details)
         if not details.get("constant_input_batches"):
-            self._samples(context, inputs, details)
+            self._samples(context, batches, details)
         if impure is not None:
             details["purity"] = impure
             changed = f"{impure['changed_elements']} stored values of {impure['tensor']} changed"
@@ -233,8 +232,9 @@ class DataCheck(SanityCheck):
             action = "Standardise with the training set's mean/std, or divide pixels by 255."
             self._add("warn", summary, action)
 
-    def _samples(self, context: CheckContext, inputs: list[Tensor | None], details: dict[str, Any]) -> None:
+    def _samples(self, context: CheckContext, batches: list[Any], details: dict[str, Any]) -> None:
         loader = context.train_dataloader
+        inputs = [context.split(b)[0] for b in batches]
         read = sum(len(x) for x in inputs if x is not None and x.ndim > 0)
         served = served_indices(loader, read) if isinstance(loader, DataLoader) else None
         if served is not None and len(set(served.indices)) < len(served.indices):  # drawn with replacement
@@ -242,9 +242,9 @@ class DataCheck(SanityCheck):
             distinct = distinct_loader(loader, served.indices, largest)
             batches = context.read_batches(distinct, self.num_batches)
             inputs = [context.split(b)[0] for b in batches]
-            self._marks = [other_rows(b, *context.split(b)) for b in batches]
             details["samples_judged_on_distinct_indices"] = len(set(served.indices))
-        scan = scan_samples(inputs, self._marks)
+        marks = [other_rows(b, *context.split(b)) for b in batches]
+        scan = scan_samples(inputs, marks)
         if scan is None:
             return
         total, blank, duplicates, checked = scan
