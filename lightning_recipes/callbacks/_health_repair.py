@@ -79,7 +79,8 @@ def repair_of(finding: Finding) -> str | None:
     if finding.cause is None:
         return None
     if (finding.problem, finding.cause) == ("nonfinite_activations", "inputs"):  # one batch with inf/nan
-        return "rollback_skip_batch" if "nonfinite_batch_step" in finding.evidence else None  # wrote them
+        named = {"nonfinite_batch_step", "nonfinite_loss_step"} & finding.evidence.keys()
+        return "rollback_skip_batch" if named else None  # the batch that wrote them is known
     action = REPAIRS.get((finding.problem, finding.cause))
     if action == "raise_lr" and lr_factor_of(finding) is None and not _reached_zero(finding):
         return None

@@ -84,6 +84,8 @@ def nonfinite_activations(e: Evidence) -> Decision | None:
     evidence: dict[str, object] = {"first_module": first, "cause": cause}
     if batch_bad:
         evidence["nonfinite_batch_step"] = bad_step
+    elif inputs_bad and step_named:  # a finite batch the step cannot compute (a 0/0 on its values)
+        evidence["nonfinite_loss_step"] = bad_step
     if weights:
         evidence["nonfinite_weights"] = weights[:8]
     evidence |= {"modules": data.nonfinite_modules[:8], "nonfinite_losses": data.loss_nonfinite}

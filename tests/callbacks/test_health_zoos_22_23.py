@@ -3,6 +3,8 @@ zoo run it comes from (a few seconds) and fails without its change; its look-ali
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from galleries.health.field import run_case
@@ -55,3 +57,17 @@ def test_units_that_die_while_the_loss_keeps_falling_are_not_a_finding_yet() -> 
     assert _monitor("mazes_validated_on_16").findings == []
     dead = [(f.problem, f.cause) for f in _monitor("chords_prior_bias_set_on_every_layer").findings]
     assert dead and dead[0][0] == "dead_units", dead
+
+
+def test_a_finite_batch_whose_loss_is_0_over_0_is_rolled_back_and_skipped() -> None:
+    """Duplicated timestamps (dt = 0) under a loss divided by the gap: batch 60 holds only finite values, yet
+    its loss is 0/0 and its update makes every weight NaN. The first non-finite loss came with finite weights,
+    so the batch of that step is named and the repair rolls back and skips it (it was advice only: the batch
+    was not inf/nan itself). Without the repair the run ends NaN."""
+    from tests.callbacks.health_repair_runs import run_zoo_case
+
+    name = "trajectories_duplicate_timestamps_divide_by_zero"
+    plain, repaired = run_zoo_case(RUNS[name], repair=False), run_zoo_case(RUNS[name], repair=True)
+    first = repaired["monitor"].repairs[0]
+    assert (first.cause, first.action) == ("inputs", "rollback_skip_batch"), first
+    assert math.isnan(plain["final"]) and repaired["final"] < plain["best"], (plain, repaired)

@@ -45,3 +45,15 @@ def test_raw_units_the_model_scales_before_its_first_layer_are_not_unnormalised(
     result = _result("option_parity_puts", "data")
     assert result.status == "pass", result.message
     assert abs(result.details["first_layer_input"]["mean"]) < 5 < result.details["input_mean"]
+
+
+def test_a_constant_multiple_of_one_known_loss_has_that_multiple_of_its_floor() -> None:
+    """Four captcha heads under ``4 * cross_entropy``: the loss is no one call, so its floor was unknown and
+    ``overfit_batch`` said ``inconclusive`` even when the four heads were one shared layer. The same ratio to
+    the one call on two batches makes it a constant multiple, with 4x the call's floor (0): the shared heads
+    fall only half way, the separate heads fit."""
+    shared = _result("captcha_heads_share_one_layer", "overfit_batch")
+    assert shared.status == "warn" and shared.details["floor_from"].startswith("4 x "), shared.message
+    assert _result("captcha_heads_share_one_layer__fixed", "overfit_batch").status == "pass"
+    smoothed = _result("captcha_label_smoothing_nudged", "overfit_batch")  # 4 x label smoothing's entropy
+    assert smoothed.status == "pass" and smoothed.details["floor"] == pytest.approx(4 * 0.5139620, rel=1e-5)

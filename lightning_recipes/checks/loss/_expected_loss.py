@@ -58,9 +58,15 @@ class LossFloor:
     fix: str = "Return raw logits, let the loss apply softmax/sigmoid (a sigmoid per label); no clamp."
 
 
-def known_floor(calls: Sequence[LossCall], loss: Tensor) -> LossFloor | None:
-    """The floor of ``loss`` when it is one recorded call or the plain sum of all, each of known floor."""
+def known_floor(
+    calls: Sequence[LossCall], loss: Tensor, again: tuple[Sequence[LossCall], Tensor] | None = None
+) -> LossFloor | None:
+    """The floor of ``loss`` when it is one recorded call or the plain sum of all, each of known floor, or a
+    constant multiple of one call: the same ratio on ``again``, another batch's calls and loss."""
     call = loss_call_for(calls, loss)
+    if call is None and again is not None and (multiple := _constant_multiple((calls, loss), again)):
+        (scale, one), floor = multiple, own_floor(multiple[1])
+        return floor and LossFloor(scale * floor[0], False, f"{scale:.4g} x {one.function} ({floor[1]})")
     terms = [call] if call is not None else [c for c in calls if c.loss is not None and c.loss.numel() > 0]
     if call is None:  # a plain sum of two or more calls, else not known
         value = loss.detach().double().reshape(-1).cpu()
@@ -75,6 +81,19 @@ def known_floor(calls: Sequence[LossCall], loss: Tensor) -> LossFloor | None:
     hows = [f"{c.function} ({how})" for c, (_, how) in zip(terms, floors, strict=True)]
     how = hows[0] if len(hows) == 1 else "sum of " + " + ".join(hows)
     return LossFloor(sum(value for value, _ in floors), False, how)
+
+
+_SAME_RATIO = 1e-6  # relative: two batches' loss-to-call ratios this close are one constant (rounding)
+
+
+def _constant_multiple(*pairs: tuple[Sequence[LossCall], Tensor]) -> tuple[float, LossCall] | None:
+    """``(c, call)`` when each ``(calls, loss)`` is ``c`` times its one scalar call, the same ``c`` on each
+    (``4 * cross_entropy`` over four heads, a loss in bits), else ``None``."""
+    ones = [[(c, c.loss) for c in calls if c.loss is not None and c.loss.numel() > 0] for calls, _ in pairs]
+    if any(len(o) != 1 or o[0][1].numel() != 1 or v.numel() != 1 for o, (_, v) in zip(ones, pairs)):
+        return None
+    c, d = (float(v.detach().double()) / float(o[0][1].double()) for o, (_, v) in zip(ones, pairs))  # sync
+    return (c, ones[0][0][0]) if math.isfinite(c) and c > 0 and abs(c - d) <= _SAME_RATIO * c else None
 
 
 def own_floor(call: LossCall) -> tuple[float, str] | None:

@@ -75,11 +75,13 @@ class OverfitBatchCheck(SanityCheck):
         samples = self.num_samples or 2**31 - 1
         with preserved_rng():  # the batch the trial fits (read as trial_fit reads it), its loss and floor
             torch.manual_seed(context.seed)
-            batch = context.read_train_batches(1, samples)[0]
+            batch, *other = context.read_train_batches(2, samples)
             with record_loss_calls(input_bounds) as calls:
                 loss = context.training_loss(model, batch)
+            with record_loss_calls(input_bounds) as other_calls:  # a second batch: a constant multiple's
+                again = (other_calls, context.training_loss(model, other[0])) if other else None
         call = loss_call_for(calls, loss)
-        floor, known = (None if call is None else loss_floor(call)), known_floor(calls, loss)
+        floor, known = (None if call is None else loss_floor(call)), known_floor(calls, loss, again)
         size = batch_size_of(batch, context.input_key)
         details: dict[str, Any] = {"samples": size}
         shown = floor if floor is not None and floor.bounded else known  # a bound's floor first
