@@ -395,6 +395,13 @@ def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
         1e-07
     """
     data, history, t, ratio, floor, lr, peak = e.data, e.history, e.t, e.ratio, e.floor, e.lr, e.peak_lr
+    if data.plateau_maximises_loss and lr * SUDDEN_CUT <= peak and _validation_fell(e):  # collapsed by it
+        return (
+            {"lr": lr, "peak_lr": peak, "update_ratio": ratio, "loss": data.loss_mean, "plateau_mode": "max"},
+            f"ReduceLROnPlateau(mode='max') monitors the validation loss: it counts every fall as no "
+            f"improvement and cut the learning rate to {fmt(lr)} ({fmt(peak / max(lr, 1e-30))}x below its "
+            "peak) while the validation loss fell. Set mode='min'.",
+        )
     # 1000x below its peak, a decayed LR's rounding allowed (3e-3 * 0.1 ** 3 is held as 3.0000000000000005e-6)
     cut = math.isfinite(lr) and math.isfinite(peak) and lr <= 1e-3 * peak * (1 + 1e-9)
     stalled = _stalled_since_a_cut(e)
@@ -443,6 +450,18 @@ def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
         + f"; healthy ~1e-3) and the loss is not falling ({fmt(data.loss_mean)}). Raise the learning rate "
         f"about {raise_by}x{target}, or run an LR range test; check the schedule does not cut it to ~0.",
     )
+
+
+def _validation_fell(e: Evidence) -> bool:
+    """The latest validation loss lies significantly below the first (with their standard errors; unknown
+    errors: by ``plateau_progress`` of the first)."""
+    vals = [v for v in [*e.history.validations, *e.data.validations] if math.isfinite(v[1])]
+    if len(vals) < 2:
+        return False
+    (_, first, _, first_se, _), (_, last, _, last_se, _) = vals[0], vals[-1]
+    if math.isfinite(first_se) and math.isfinite(last_se):
+        return significantly_above(first, first_se, last, last_se, e.t["confidence_z"])
+    return last < (1.0 - e.t["plateau_progress"]) * first
 
 
 #: An LR this many times below the previous check's, in one interval: a cut, not a decay.

@@ -169,6 +169,9 @@ class CheckData:
     input_free_gap_se: float = math.nan
     input_free_loss: float = math.nan
     loss_floor: float = math.nan  # the loss of the target as its own prediction (losses minimal there)
+    #: a ``ReduceLROnPlateau`` in ``mode="max"`` monitors the validation loss (``val_monitor``): it waits for
+    #: a rise, so every fall counts against it
+    plateau_maximises_loss: bool = False
 
 
 @dataclass

@@ -643,6 +643,12 @@ class HealthMonitor(Callback):
             for name in self._unrectified & set(dead):
                 del dead[name]
         data.optimizers = self._optimizers
+        data.plateau_maximises_loss = any(
+            isinstance(c.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+            and c.monitor == self.val_monitor
+            and c.scheduler.mode == "max"
+            for c in trainer.lr_scheduler_configs
+        )
         where = self._loss_batches
         if data.first_nonfinite_step is not None and data.first_nonfinite_step < len(where):
             data.first_nonfinite_step = where[data.first_nonfinite_step][0]

@@ -71,3 +71,13 @@ def test_a_finite_batch_whose_loss_is_0_over_0_is_rolled_back_and_skipped() -> N
     first = repaired["monitor"].repairs[0]
     assert (first.cause, first.action) == ("inputs", "rollback_skip_batch"), first
     assert math.isnan(plain["final"]) and repaired["final"] < plain["best"], (plain, repaired)
+
+
+def test_a_plateau_schedule_waiting_for_the_validation_loss_to_rise_is_named_once_it_collapses() -> None:
+    """ReduceLROnPlateau(mode="max") on ``val_loss`` (the monitor's own validation loss): every fall counts as
+    no improvement, so it cuts the LR 10x per epoch. Named ``lr_too_low`` once the LR is 30x below its peak
+    while the validation loss fell (at 120, where the collapse alone was named at 180), with the peak the
+    repair restores."""
+    low = _monitor("fusion_reduce_on_plateau_mode_max").findings[0]
+    assert (low.problem, low.evidence.get("plateau_mode")) == ("lr_too_low", "max") and low.step <= 120, low
+    assert repair_of(low) == "raise_lr" and lr_factor_of(low) == pytest.approx(100, rel=0.01)
