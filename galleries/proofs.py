@@ -73,6 +73,8 @@ PROOF_MODULES = (
     "galleries/preflight/sealed/test_proofs_zx2.py",
     "galleries/preflight/sealed/test_proofs_zw1.py",
     "galleries/preflight/sealed/test_proofs_zw2.py",
+    "galleries/preflight/sealed/test_proofs_zv1.py",
+    "galleries/preflight/sealed/test_proofs_zv2.py",
     "galleries/health/zoo1/test_proofs.py",
     "galleries/health/zoo2/test_proofs.py",
     "galleries/health/zoo3/test_proofs.py",
@@ -96,6 +98,8 @@ PROOF_MODULES = (
     "galleries/health/zoo21/test_proofs.py",
     "galleries/health/zoo22/test_proofs.py",
     "galleries/health/zoo23/test_proofs.py",
+    "galleries/health/zoo24/test_proofs.py",
+    "galleries/health/zoo25/test_proofs.py",
 )
 # The distributions the proofs train with: their pins in constraints.txt are part of the hash.
 PINNED = ("torch", "lightning", "transformers", "scikit-learn")
