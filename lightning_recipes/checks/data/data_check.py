@@ -165,7 +165,7 @@ class DataCheck(SanityCheck):
             self._add("fail", summary, action)
         self._labels(context, batches, details)
         uniform = _drawn_uniformly(context, self.num_batches)
-        self._splits(context, batches, details, relate=uniform is None)
+        self._splits(context, batches, details, relate=uniform is None, dataset=uniform)
         if uniform is not None:  # pairing is the dataset's: judged on samples drawn as validation's are
             self._splits(context, uniform, details, judge_labels=False)
         self._further_targets(context, batches, details)
@@ -351,8 +351,10 @@ class DataCheck(SanityCheck):
         details: dict[str, Any],
         judge_labels: bool = True,
         relate: bool = True,
+        dataset: list[Any] | None = None,
     ) -> None:
-        """Label sets and distributions, and the input-target relation, of training vs validation."""
+        """Label sets and distributions, and the input-target relation, of training vs validation;
+        ``dataset``: batches drawn uniformly when a sampler with a rule of its own drew ``batches``."""
         val = context.val_batches(self.num_batches)
         if not val:
             return
@@ -375,7 +377,9 @@ class DataCheck(SanityCheck):
             keep_t, keep_v = (y_t != IGNORE_INDEX) & (y_t != ignore), (y_v != IGNORE_INDEX) & (y_v != ignore)
             if details.get("labels_masked"):  # rows whose labels the step masks (unlabelled): no class either
                 keep_t, keep_v = keep_t & ~_outside(y_t, classes_of), keep_v & ~_outside(y_v, classes_of)
-            if judge_labels and self._label_splits(y_t[keep_t], y_v[keep_v], details):
+            drawn = _stacked(context, dataset) if dataset else None
+            y_d = drawn[1][(drawn[1] != IGNORE_INDEX) & (drawn[1] != ignore)] if drawn else None
+            if judge_labels and self._label_splits(y_t[keep_t], y_v[keep_v], details, y_d):
                 return
             x_t, y_t, g_t = x_t[keep_t], y_t[keep_t], {k: v[keep_t] for k, v in g_t.items()}
             x_v, y_v, g_v = x_v[keep_v], y_v[keep_v], {k: v[keep_v] for k, v in g_v.items()}
@@ -390,8 +394,10 @@ class DataCheck(SanityCheck):
         if (worst := self._pairing(found)) is not None:
             details["relation"] = worst.details()
 
-    def _label_splits(self, y_t: Tensor, y_v: Tensor, details: dict[str, Any]) -> bool:
-        """Validation labels unseen in training (``True``: most, a fail) and a shifted distribution."""
+    def _label_splits(self, y_t: Tensor, y_v: Tensor, details: dict[str, Any], y_d: Tensor | None) -> bool:
+        """Validation labels unseen in training (``True``: most, a fail) and a shifted distribution; a
+        sampler's shift (``y_d``: the dataset's labels drawn uniformly) is none when it evens out a dataset
+        that matches validation (balancing), but one when it makes the labels less even (weights inverted)."""
         counts_t, counts_v = _counts(y_t), _counts(y_v)
         details.update(train_class_counts=counts_t, val_class_counts=counts_v)
         unseen = sum(n for c, n in counts_v.items() if c not in counts_t) / max(1, sum(counts_v.values()))
@@ -403,10 +409,22 @@ class DataCheck(SanityCheck):
             self._add("fail", summary, action)
             return True
         details["label_distribution"] = shift = _label_shift(counts_t, counts_v)
-        if shift["significant"]:
+        sampler = None  # the sampler's doing: "balances" (no shift) or "unbalances"; None: the dataset's
+        if shift["significant"] and y_d is not None and y_d.ndim == 1 and len(y_d):
+            counts_d = _counts(y_d)
+            if not _label_shift(counts_d, counts_v)["significant"]:
+                sampler = "balances" if _entropy(counts_t) >= _entropy(counts_d) else "unbalances"
+                shift["sampler"] = sampler
+        if shift["significant"] and sampler != "balances":
             summary = f"the label distribution differs between splits: total variation {shift['tv']:.2f} "
             summary += f"(chi-square {shift['chi2']:.0f}, {shift['df']} df)"
             action = "Stratify the split per class; if deliberate, report per-class metrics."
+            if sampler:
+                summary = (
+                    f"the sampler draws labels less evenly than the dataset holds them ({shift['tv']:.2f} TV"
+                )
+                summary += " from validation's)"
+                action = "Weight each sample by 1 / its class's count (one weight per sample, not per class)."
             self._add("warn", summary, action)
         return False
 
@@ -523,6 +541,11 @@ def _aligned(x: Tensor, y: Tensor) -> bool:
 
 def _counts(labels: Tensor) -> dict[int, int]:
     return dict(zip(*(t.tolist() for t in torch.unique(labels, return_counts=True)), strict=True))
+
+
+def _entropy(counts: dict[int, int]) -> float:
+    total = sum(counts.values())
+    return -sum(n / total * math.log(n / total) for n in counts.values() if n)
 
 
 def _label_shift(train: dict[int, int], val: dict[int, int]) -> dict[str, Any]:

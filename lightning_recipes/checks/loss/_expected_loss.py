@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from lightning_recipes.harness import LossCall
@@ -92,7 +93,9 @@ def _constant_multiple(*pairs: tuple[Sequence[LossCall], Tensor]) -> tuple[float
     ones = [[(c, c.loss) for c in calls if c.loss is not None and c.loss.numel() > 0] for calls, _ in pairs]
     if any(len(o) != 1 or o[0][1].numel() != 1 or v.numel() != 1 for o, (_, v) in zip(ones, pairs)):
         return None
-    c, d = (float(v.detach().double()) / float(o[0][1].double()) for o, (_, v) in zip(ones, pairs))  # sync
+    c, d = (
+        float(v.detach().double()) / float(o[0][1].detach().double()) for o, (_, v) in zip(ones, pairs)
+    )  # sync
     return (c, ones[0][0][0]) if math.isfinite(c) and c > 0 and abs(c - d) <= _SAME_RATIO * c else None
 
 
@@ -169,6 +172,11 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
     smoothed = {"floor": ce_floor(classes, smoothing, math.inf), "label_smoothing": smoothing}
     extra = smoothed if smoothing > 0 else {}
     plain = Expectation(uniform, f"ln {classes}, {shapes}", classes, f"ln {classes}", extra=extra)
+    if not smoothing and (masked := _open_classes(call, classes)) is not None:  # a mask shuts the rest
+        open_, on_shut = masked
+        source = f"ln of each row's classes not masked out (mean {float(open_.mean()):.3g} of {classes})"
+        extra = {"targets_on_masked_classes": on_shut}
+        return Expectation(float(open_.log().mean()), source, classes, "mean ln(open classes)", extra=extra)
     if not call.integer_target or classes < 2:
         return plain
     prior, predicted, samples = _class_frequencies(calls, classes)
@@ -180,6 +188,26 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
     if not is_prior_output(kl_prediction, uniform - entropy, classes, samples):
         return plain
     return _prior(call, entropy, kl_prediction, uniform - entropy, **extra)
+
+
+#: A score this far below its row's largest (a mask's -1e4 or -inf) shuts its class: e^-50 of it.
+SHUT_BELOW = 50.0
+
+
+def _open_classes(call: LossCall, classes: int) -> tuple[Tensor, int] | None:
+    """Per counted row, the classes whose score lies within ``SHUT_BELOW`` of the row's largest, and the rows
+    whose target is (or puts mass on) a shut class; ``None`` when every row has all ``classes`` open."""
+    scores, target = (t.detach() for t in (call.output, target_of(call)))
+    scores = (scores.movedim(1, -1) if scores.ndim >= 2 else scores).reshape(-1, classes)
+    if call.integer_target:
+        kept = target.reshape(-1) != call.kwargs.get("ignore_index", -100)
+        scores, target = scores[kept], F.one_hot(target.reshape(-1)[kept].clamp(0, classes - 1), classes)
+    target = (target.movedim(1, -1) if target.ndim >= 2 else target).reshape(-1, classes)
+    shut = scores < scores.amax(-1, keepdim=True) - SHUT_BELOW
+    open_ = (~shut).sum(-1).double()
+    if not len(open_) or not bool((open_ < classes).any()):  # sync: once
+        return None
+    return open_, int(((target > 0) & shut).any(-1).sum())
 
 
 def _class_frequencies(calls: list[LossCall], classes: int) -> tuple[Tensor | None, Tensor | None, int]:

@@ -12,6 +12,7 @@ from lightning_recipes._stats import Z, standard_error
 from lightning_recipes._validation import check_in_range, check_int, check_positive, is_number
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.loss._expected_loss import (
+    SHUT_BELOW,
     Expectation,
     expected_initial_loss,
     loss_call_for,
@@ -96,6 +97,12 @@ class InitLossCheck(SanityCheck):
         if not math.isfinite(measured):
             action = "Run the data check (NaN/Inf); use cross_entropy on logits instead of log(softmax)."
             return self.verdict("fail", f"the loss at init is {measured}, not finite", details, action=action)
+        if shut := expectation.extra.get("targets_on_masked_classes"):  # a target the output cannot take
+            summary = (
+                f"{shut} target(s) are classes the output masks out ({SHUT_BELOW:g}+ below the top score)"
+            )
+            action = "Draw targets from the classes the mask leaves open; check the target's index order."
+            return self.verdict("fail", summary, details, action=action)
         if expected is None:
             raise CheckSkipped(f"loss {measured:.4g}: {expectation.source}"[:111])
         ratio = measured / expected
