@@ -176,6 +176,9 @@ def lr_too_high(e: Evidence) -> Decision | None:
     sustained = sustained and dense and not e.outward > _OUTWARD
     # weights that grow while the loss falls significantly at every check of the window are being fitted
     sustained = sustained and not _fell_at_every_check(e, k)
+    # ... or while it predicts no better than its own input-free guess: memorising labels its inputs do not
+    # explain (shuffled apart), which grows weights at any LR
+    sustained = sustained and not e.input_free
     if rise is None and not stuck and not sustained and not thrown:
         return None
     if thrown:
@@ -631,7 +634,7 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
         best_epoch, best_val, best_train, best_se, best_count = min(history.validations, key=lambda v: v[1])
         _, val, train, measured, count = entry
         se, best_se = validation_se(val, measured, count), validation_se(best_val, best_se, best_count)
-        gl = 100.0 * (val / best_val - 1.0) if best_val > 0 else 0.0
+        gl = 100.0 * (val - best_val) / abs(best_val) if best_val else 0.0  # a loss below 0 too (-Sharpe)
         if math.isnan(se) or math.isnan(best_se):  # no noise estimate at all: demand 4x the rise
             significant = gl > 4 * t["overfit_gl"]
         else:
@@ -650,10 +653,10 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
         # fits its training set better than validation ever was, still falling, out of its start band
         fitting = train < min(best_train, best_val) and (
             previous is None
-            or train <= (1.0 + t["rise_rtol"]) * previous[2]
-            or train <= 0.1 * min(best_train, best_val)
+            or train - previous[2] <= t["rise_rtol"] * abs(previous[2])
+            or min(best_train, best_val) - train >= 0.9 * abs(min(best_train, best_val))
         )
-        fitted = not (math.isfinite(start) and train >= (1.0 - t["trivial_band"]) * start)
+        fitted = not (math.isfinite(start) and start - train <= t["trivial_band"] * abs(start))
         present = (
             gl > t["overfit_gl"] and significant and fitting and fitted and train < val and not recovering
         )
@@ -784,14 +787,21 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
     # no gradient, no step: not the LR's; nor small steps once the input never reaches the output (its prior
     # fitted, nothing is left to fit)
     low = math.isfinite(now) and now < floor and not silent and not same
+    # a median step of exactly 0 at an LR above 0 while gradients flow elsewhere: most weights get none (a
+    # ``.detach()`` before them), frozen in effect, whatever the LR
+    cut_off = now == 0 and lr > 0 and not silent
+    low = low and not cut_off
     # validation at the level of knowing nothing while the training loss fell: the labels do not follow inputs
     vals = [v[1] for v in history.validations if math.isfinite(v[1])]
     val_stuck = bool(vals) and min(vals) >= (1.0 - t["trivial_band"]) * start
     margin = t["confidence_z"] * e.se if math.isfinite(e.se) else 0.0
     train_fell = data.loss_mean < min(history.losses[:1] or [start]) - margin
+    # weights that grow while the training loss falls and validation stays at knowing nothing: memorised
+    # labels its inputs do not explain, not steps thrown around by the LR
+    high = high and not (val_stuck and train_fell)
     share = e.trained_share
     trained = {"trained_share": share, "trained_parameters": numel, "model_parameters": data.model_numel}
-    frozen = weighed("frozen_parameters", e.frozen, trained if math.isfinite(share) else {})
+    frozen = weighed("frozen_parameters", e.frozen or cut_off, trained if math.isfinite(share) else {})
     too_high = weighed("lr_too_high", high, {"update_ratio_max": top, "weight_growth": growth})
     too_low = weighed("lr_too_low_or_frozen", low, {"update_ratio": now, "floor": floor})
     zeros = data.param_norm_start == 0  # every weight 0 at step 0: a saddle where every gradient is 0
@@ -840,7 +850,10 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
     action = {
         "frozen_parameters": f"Only {numel} of the model's {data.model_numel} parameters ({share:.2%}) "
         "train: what they can fit is fitted. Check `requires_grad` (a freeze loop that matched too much, a "
-        "freeze never undone) and that the optimizer was given the parameters meant to train.",
+        "freeze never undone) and that the optimizer was given the parameters meant to train."
+        if not cut_off or e.frozen
+        else f"Most weights get no gradient at all (a median step of exactly 0 at lr {fmt(lr)}): find the "
+        "`.detach()`, `torch.no_grad()` or `.item()` between them and the loss.",
         "lr_too_high": f"The weights grew {fmt(growth)}x since step 0 (update ratio up to {fmt(top)}) while "
         f"the loss did not move: the steps throw them around. Lower the learning rate about 10x{target}.",
         "lr_too_low_or_frozen": f"Each step changes the weights by only {fmt(now)} of their norm: raise the "
@@ -925,8 +938,11 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     if found is not None:  # inf/nan poison every other instrument (a nan is never > 0): name only it
         exploded = exploded_into_nonfinite(e)
         raised = lr_raised_into_blowup(e, exploded) if exploded is not None else None
-        if raised is None and exploded is not None:  # steps too large from the first: the LR's
-            raised = lr_blew_up_from_the_first_step(e, exploded)
+        if raised is None and (exploded is not None or found[0].get("cause") == "nonfinite_weights"):
+            # steps too large from the first: the LR's (weights inf/nan before the gradients reached 100x)
+            grad = max((r[1] for r in data.step_records if math.isfinite(r[1])), default=math.nan)
+            wrote = {"nonfinite_weights": data.nonfinite_weights[:8], "grad_norm": grad}
+            raised = lr_blew_up_from_the_first_step(e, exploded or (wrote, ""))
         if raised is not None:  # the LR rose, then the gradients exploded into inf/nan: the LR's
             out["lr_too_high"] = raised
             history.streaks["lr_blowup"] = history.streaks["lr_too_high_named"] = 1

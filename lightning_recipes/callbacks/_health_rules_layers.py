@@ -79,7 +79,9 @@ def nonfinite_activations(e: Evidence) -> Decision | None:
     step_named = bad_step >= 0 and bad_step >= finite_at
     # the first non-finite loss came from a batch holding inf/nan: the data, whatever the weights are now
     batch_bad = step_named and history.streaks.get("first_nonfinite_loss_on_nonfinite_batch") == 1
-    inputs_bad = first in data.nonfinite_inputs or batch_bad
+    # ... or from a finite batch after ordinary steps: its values (a log of 0, a division by a zero gap)
+    computed = step_named and not batch_bad and _ordinary_until(e, bad_step)
+    inputs_bad = first in data.nonfinite_inputs or batch_bad or computed
     cause = "inputs" if inputs_bad else "nonfinite_weights" if weights else "operation"
     evidence: dict[str, object] = {"first_module": first, "cause": cause}
     if batch_bad:
@@ -167,6 +169,22 @@ def nonfinite_activations(e: Evidence) -> Decision | None:
     )
 
 
+#: A gradient norm this many times the recent checks' median is no ordinary step.
+ORDINARY_GRAD = 10.0
+
+
+def _ordinary_until(e: Evidence, step: int) -> bool:
+    """A check before ``step`` saw a finite loss and named nothing, and no gradient norm of this interval
+    before ``step`` exceeded ``ORDINARY_GRAD`` x the recent checks' median: the run was calm when one step's
+    loss went non-finite (a too-high LR grows the gradients first; a diverged start has no check before)."""
+    history = e.history
+    recent = [g for g in history.grad_totals[-3:] if math.isfinite(g)]
+    if not recent or not history.loss_steps or history.loss_steps[-1] > step or history.streaks.get("named"):
+        return False
+    start, limit = history.loss_steps[-1], ORDINARY_GRAD * statistics.median(recent)
+    return all(r[1] <= limit for r in e.data.step_records if start + r[0] < step and math.isfinite(r[1]))
+
+
 def exploded_into_nonfinite(e: Evidence) -> Decision | None:
     """Weights went inf/nan after the interval's finite gradient norms reached ``explode_factor`` x the
     weights' norm at step 0: the gradients exploded (reported with ``nonfinite_activations``, as its cause).
@@ -236,6 +254,8 @@ def exploding_gradients(e: Evidence) -> Decision | None:
     )
     if not (sampled or found.exploded):
         return None
+    if not sampled and e.history.streaks.get("outliers_named"):
+        return None  # single steps spiking amid calm ones after outlier batches were named: theirs (a target)
     top = sorted(data.group_grad_rms.items(), key=lambda kv: -kv[1] if math.isfinite(kv[1]) else -math.inf)
     evidence: dict[str, object] = {
         "grad_norm": data.grad_total,
