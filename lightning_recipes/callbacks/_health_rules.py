@@ -319,6 +319,20 @@ def lr_raised_into_blowup(e: Evidence, blowup: Decision) -> Decision | None:
     return Diagnosed(found, action, Diagnosis(line, causes, "lr_too_high", action))
 
 
+#: Gradients that grew this many times over the steps before the weights went inf/nan: steps too large.
+GREW_INTO_NONFINITE = 10.0
+
+
+def _grew_into_nonfinite(data: CheckData) -> Decision | None:
+    """Weights inf/nan after the interval's finite gradient norms grew ``GREW_INTO_NONFINITE`` x (not yet
+    100x): steps too large; ``None`` for a non-finite update straight after an ordinary gradient (a division
+    by 0 in the optimizer), which no LR explains."""
+    grads = [r[1] for r in data.step_records if math.isfinite(r[1])]
+    if len(grads) < 2 or max(grads) < GREW_INTO_NONFINITE * grads[0]:
+        return None
+    return {"nonfinite_weights": data.nonfinite_weights[:8], "grad_norm": max(grads)}, ""
+
+
 def lr_blew_up_from_the_first_step(e: Evidence, blowup: Decision) -> Decision | None:
     """An explosion (or inf/nan weights) in the first interval whose first gradient was ordinary but whose
     first update exceeded ``ratio_stuck`` of the weights: the LR. The first update is ``lr x ||g0||`` under
@@ -938,11 +952,9 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     if found is not None:  # inf/nan poison every other instrument (a nan is never > 0): name only it
         exploded = exploded_into_nonfinite(e)
         raised = lr_raised_into_blowup(e, exploded) if exploded is not None else None
-        if raised is None and (exploded is not None or found[0].get("cause") == "nonfinite_weights"):
-            # steps too large from the first: the LR's (weights inf/nan before the gradients reached 100x)
-            grad = max((r[1] for r in data.step_records if math.isfinite(r[1])), default=math.nan)
-            wrote = {"nonfinite_weights": data.nonfinite_weights[:8], "grad_norm": grad}
-            raised = lr_blew_up_from_the_first_step(e, exploded or (wrote, ""))
+        grew = _grew_into_nonfinite(data) if found[0].get("cause") == "nonfinite_weights" else None
+        if raised is None and (blowup := exploded or grew) is not None:  # steps too large from the first
+            raised = lr_blew_up_from_the_first_step(e, blowup)
         if raised is not None:  # the LR rose, then the gradients exploded into inf/nan: the LR's
             out["lr_too_high"] = raised
             history.streaks["lr_blowup"] = history.streaks["lr_too_high_named"] = 1

@@ -79,9 +79,7 @@ def nonfinite_activations(e: Evidence) -> Decision | None:
     step_named = bad_step >= 0 and bad_step >= finite_at
     # the first non-finite loss came from a batch holding inf/nan: the data, whatever the weights are now
     batch_bad = step_named and history.streaks.get("first_nonfinite_loss_on_nonfinite_batch") == 1
-    # ... or from a finite batch after ordinary steps: its values (a log of 0, a division by a zero gap)
-    computed = step_named and not batch_bad and _ordinary_until(e, bad_step)
-    inputs_bad = first in data.nonfinite_inputs or batch_bad or computed
+    inputs_bad = first in data.nonfinite_inputs or batch_bad
     cause = "inputs" if inputs_bad else "nonfinite_weights" if weights else "operation"
     evidence: dict[str, object] = {"first_module": first, "cause": cause}
     if batch_bad:
@@ -167,22 +165,6 @@ def nonfinite_activations(e: Evidence) -> Decision | None:
     return Diagnosed(
         evidence, advice, Diagnosis(line, ranked([update, data_cause, operation], cause), cause, advice)
     )
-
-
-#: A gradient norm this many times the recent checks' median is no ordinary step.
-ORDINARY_GRAD = 10.0
-
-
-def _ordinary_until(e: Evidence, step: int) -> bool:
-    """A check before ``step`` saw a finite loss and named nothing, and no gradient norm of this interval
-    before ``step`` exceeded ``ORDINARY_GRAD`` x the recent checks' median: the run was calm when one step's
-    loss went non-finite (a too-high LR grows the gradients first; a diverged start has no check before)."""
-    history = e.history
-    recent = [g for g in history.grad_totals[-3:] if math.isfinite(g)]
-    if not recent or not history.loss_steps or history.loss_steps[-1] > step or history.streaks.get("named"):
-        return False
-    start, limit = history.loss_steps[-1], ORDINARY_GRAD * statistics.median(recent)
-    return all(r[1] <= limit for r in e.data.step_records if start + r[0] < step and math.isfinite(r[1]))
 
 
 def exploded_into_nonfinite(e: Evidence) -> Decision | None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from galleries.health.field import run_case
+from galleries.health.zoo12 import zoo as zoo12
 from galleries.health.zoo24 import zoo as zoo24
 from galleries.health.zoo25 import zoo as zoo25
-from lightning_recipes.callbacks._health_repair import repair_of
 
 RUNS = {case.name: case for case in [*zoo24.CASES, *zoo25.CASES]}
 
@@ -27,20 +27,22 @@ def _first(name: str):
     return monitor.findings[0]
 
 
-def test_a_nan_loss_on_a_finite_batch_after_calm_steps_is_the_data_and_the_batch_is_skipped() -> None:
-    """Three policies with exposure 0 under a log-exposure offset: the loss of the batch holding one is NaN
-    while the weights and the batch itself are finite, after calm steps (gradients within 10x of their
-    median). The data are named (it read as non-finite weights) and the repair rolls that batch back."""
-    first = _first("insurance_zero_exposure_policies_log_offset_nan")
-    assert first.problem in ("inputs", "nonfinite_activations") and first.cause == "inputs", first
-    assert "nonfinite_loss_step" in first.evidence and repair_of(first) == "rollback_skip_batch", first
-
-
 def test_nan_weights_from_an_lr_that_blew_up_from_the_first_step_are_the_lr() -> None:
-    """SGD momentum at 5.0 on clean data: the loss grows ~15x in two steps and turns NaN before any rise of
-    100x was seen; the LR is named (it read as non-finite weights with no cause)."""
+    """SGD momentum at 5.0 on clean data: the gradients grow 190x in two steps (0.37 to 70) and the weights
+    turn NaN before any rise of 100x was seen; the LR is named (it read as non-finite weights, no cause)."""
     first = _first("insurance_sgd_lr_100x_nan")
     assert (first.problem, first.cause) == ("lr_too_high", "lr_too_high") and first.step <= 20, first
+
+
+def test_nan_weights_straight_after_an_ordinary_gradient_are_not_the_lr() -> None:
+    """The blind pair's other half (zoo 12): Adam with eps=0 divides a silent channel's zero gradient by 0 on
+    its first step. The weights are NaN after one ordinary gradient, none grew: a non-finite update, no LR."""
+    case = next(c for c in zoo12.CASES if c.name == "tones_adam_eps_zero_silent_stereo_channel")
+    monitor, _ = run_case(case)
+    assert monitor is not None and monitor.findings
+    first = monitor.findings[0]
+    assert (first.problem, first.cause) == ("nonfinite_activations", "nonfinite_weights"), first
+    assert all(f.problem != "lr_too_high" for f in monitor.findings), monitor.findings
 
 
 def test_a_loss_below_zero_that_overfits_is_overfitting_and_its_healthy_twin_is_quiet() -> None:
