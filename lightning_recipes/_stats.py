@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -25,11 +25,15 @@ __all__ = [
     "dependence_factor",
     "difference_noise",
     "distribution_distance",
+    "entropy",
     "held_out_gain",
     "judge_deviation",
+    "label_counts",
+    "label_shift",
     "line_fit",
     "mean_se",
     "normal_quantile",
+    "rank_correlation",
     "robust_scale",
     "significantly_above",
     "standard_error",
@@ -352,3 +356,65 @@ def distribution_distance(a: Tensor, b: Tensor) -> Tensor:
         return torch.searchsorted(x.sort(0).values.T.contiguous(), points, right=True) / len(x)
 
     return (share_at_or_below(a) - share_at_or_below(b)).abs().amax(1)
+
+
+def label_counts(labels: Tensor) -> dict[int, int]:
+    """How often each integer label occurs.
+
+    Example:
+        >>> label_counts(torch.tensor([2, 0, 2]))
+        {0: 1, 2: 2}
+    """
+    return dict(zip(*(t.tolist() for t in torch.unique(labels, return_counts=True)), strict=True))
+
+
+def entropy(counts: Mapping[int, int]) -> float:
+    """The entropy (nats) of the distribution ``counts`` describe.
+
+    Example:
+        >>> round(entropy({0: 5, 1: 5}), 4)
+        0.6931
+    """
+    total = sum(counts.values())
+    return -sum(n / total * math.log(n / total) for n in counts.values() if n)
+
+
+def label_shift(train: Mapping[int, int], val: Mapping[int, int]) -> dict[str, Any]:
+    """Total variation and a chi-square test of homogeneity of two label counts (significant: TV > 0.2 and
+    chi2 more than 5 standard deviations above its mean, ``df``).
+
+    Example:
+        >>> shift = label_shift({0: 90, 1: 10}, {0: 50, 1: 50})
+        >>> round(shift["tv"], 2), shift["significant"]
+        (0.4, True)
+    """
+    labels = sorted(set(train) | set(val))
+    n_t, n_v = sum(train.values()), sum(val.values())
+    tv = 0.5 * sum(abs(train.get(k, 0) / n_t - val.get(k, 0) / n_v) for k in labels)
+    chi2 = 0.0
+    for k in labels:
+        column = train.get(k, 0) + val.get(k, 0)
+        for seen, n in ((train.get(k, 0), n_t), (val.get(k, 0), n_v)):
+            expected = column * n / (n_t + n_v)
+            chi2 += (seen - expected) ** 2 / expected if expected > 0 else 0.0
+    df = max(1, len(labels) - 1)
+    return {"tv": tv, "chi2": chi2, "df": df, "significant": tv > 0.2 and chi2 > df + 5 * (2 * df) ** 0.5}
+
+
+def rank_correlation(x: Tensor, y: Tensor) -> Tensor:
+    """Per column of ``x`` ``[N, D]``: the larger of |Pearson| and |Spearman| with ``y`` ``[N]`` (1 for any
+    monotone copy of ``y``).
+
+    Example:
+        >>> x = torch.tensor([[1.0, 3.0], [2.0, 1.0], [30.0, 2.0]])
+        >>> rank_correlation(x, torch.tensor([0.0, 1.0, 2.0]))
+        tensor([1.0000, 0.5000])
+    """
+
+    def pearson(a: Tensor, b: Tensor) -> Tensor:
+        a, b = a - a.mean(0), b - b.mean()
+        norm = a.norm(dim=0) * b.norm()
+        return torch.where(norm > 0, (a * b[:, None]).sum(0).abs() / norm.clamp(min=1e-12), 0.0)
+
+    ranks = x.argsort(0).argsort(0).float()
+    return torch.maximum(pearson(x, y), pearson(ranks, y.argsort().argsort().float()))

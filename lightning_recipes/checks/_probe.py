@@ -1,14 +1,12 @@
-"""What the checks share: a :class:`Finding`, batch entries, held-out batches, the model's output."""
+"""What the checks share: a :class:`Finding`, held-out batches, the model's output."""
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import lightning.pytorch as pl
-import numpy as np
 import torch
 from torch import Tensor
 from torch.nn.modules.batchnorm import _BatchNorm
@@ -16,7 +14,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from lightning_recipes._stats import NoiseVerdict
 from lightning_recipes.checks.report import CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import batch_size_of, replace_inputs, slice_batch
+from lightning_recipes.harness.batches import batch_size_of, slice_batch
 from lightning_recipes.harness.forward_capture import step_output, takes_more_than_the_input
 
 T = TypeVar("T")
@@ -53,24 +51,6 @@ def held_out_split(
     return available[:-keep], available[-keep:], False
 
 
-def entries(batch: Any) -> list[tuple[Any, str, Tensor]]:
-    """``(key, label, tensor)`` of each top-level tensor of ``batch`` (key ``None``: a tensor batch)."""
-    if isinstance(batch, Tensor):
-        return [(None, "batch", batch)]
-    if isinstance(batch, Mapping):
-        return [(k, f"batch[{k!r}]", v) for k, v in batch.items() if isinstance(v, Tensor)]
-    if isinstance(batch, (list, tuple)):
-        return [(i, f"batch[{i}]", v) for i, v in enumerate(batch) if isinstance(v, Tensor)]
-    return []
-
-
-def replace_entries(batch: Any, changes: dict[Any, Tensor]) -> Any:
-    """A new batch with the entries ``changes`` names replaced (key ``None``: the batch is that tensor)."""
-    for key, value in changes.items():
-        batch = replace_inputs(batch, value, key)
-    return batch
-
-
 def model_output(context: CheckContext, model: pl.LightningModule, batch: Any) -> Tensor:
     """``forward(inputs)``, or, for a ``forward`` that takes more, its output seen in ``training_step``."""
     try:
@@ -79,19 +59,6 @@ def model_output(context: CheckContext, model: pl.LightningModule, batch: Any) -
         if not takes_more_than_the_input(err):
             raise
         return step_output(context, model, batch)
-
-
-def seed_all(seed: int) -> None:
-    """The same random draws in every replay of a step (torch, Python and NumPy generators)."""
-    torch.manual_seed(seed)
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-
-
-def seeded(seed: int, run: Callable[..., T], *args: Any) -> T:
-    """``run(*args)`` after ``torch.manual_seed(seed)``: identical randomness in passes being compared."""
-    torch.manual_seed(seed)
-    return run(*args)
 
 
 def until_it_reacts(

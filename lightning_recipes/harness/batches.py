@@ -18,9 +18,11 @@ __all__ = [
     "batch_size_of",
     "check_key",
     "clone_tensors",
+    "entries",
     "input_key_of",
     "is_float",
     "other_rows",
+    "replace_entries",
     "replace_inputs",
     "slice_batch",
     "split_batch",
@@ -169,3 +171,21 @@ def other_rows(batch: Any, inputs: Tensor | None, targets: Tensor | None) -> Ten
     others = [t for t in parts if isinstance(t, Tensor) and t is not inputs and t is not targets]
     others = [t.reshape(rows, -1).float() for t in others if t.ndim and len(t) == rows and t.numel()]
     return torch.cat(others, 1) if others else None
+
+
+def entries(batch: Any) -> list[tuple[Any, str, Tensor]]:
+    """``(key, label, tensor)`` of each top-level tensor of ``batch`` (key ``None``: a tensor batch)."""
+    if isinstance(batch, Tensor):
+        return [(None, "batch", batch)]
+    if isinstance(batch, Mapping):
+        return [(k, f"batch[{k!r}]", v) for k, v in batch.items() if isinstance(v, Tensor)]
+    if isinstance(batch, (list, tuple)):
+        return [(i, f"batch[{i}]", v) for i, v in enumerate(batch) if isinstance(v, Tensor)]
+    return []
+
+
+def replace_entries(batch: Any, changes: dict[Any, Tensor]) -> Any:
+    """A new batch with the entries ``changes`` names replaced (key ``None``: the batch is that tensor)."""
+    for key, value in changes.items():
+        batch = replace_inputs(batch, value, key)
+    return batch

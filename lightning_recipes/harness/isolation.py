@@ -8,8 +8,8 @@ import copy
 import logging
 import random
 import warnings
-from collections.abc import Generator, Iterable
-from typing import Any
+from collections.abc import Callable, Generator, Iterable
+from typing import Any, TypeVar
 
 import lightning.pytorch as pl
 import numpy as np
@@ -23,6 +23,8 @@ __all__ = [
     "preserved_loader_rng",
     "preserved_rng",
     "quiet_logging",
+    "seed_all",
+    "seeded",
 ]
 
 
@@ -140,3 +142,19 @@ def copy_module(model: pl.LightningModule, shared: Iterable[Any], device: torch.
     clone.to(device)
     clone.train()
     return clone
+
+
+T = TypeVar("T")
+
+
+def seed_all(seed: int) -> None:
+    """The same random draws in every replay of a step (torch, Python and NumPy generators)."""
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+
+
+def seeded(seed: int, run: Callable[..., T], *args: Any) -> T:
+    """``run(*args)`` after ``torch.manual_seed(seed)``: identical randomness in passes being compared."""
+    torch.manual_seed(seed)
+    return run(*args)

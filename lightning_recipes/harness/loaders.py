@@ -9,11 +9,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
 from lightning.pytorch.utilities import CombinedLoader
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 from torch.utils.data import (
     DataLoader,
+    DistributedSampler,
+    IterableDataset,
     RandomSampler,
     SequentialSampler,
     SubsetRandomSampler,
@@ -23,6 +26,7 @@ from torch.utils.data import (
 __all__ = [
     "FitData",
     "describe_loader",
+    "drawn_uniformly",
     "first_loader",
     "fit_combined_loader",
     "fit_dataloaders",
@@ -97,6 +101,32 @@ def is_shuffled(loader: Any) -> bool | None:
         return not isinstance(sampler, SequentialSampler)
     shuffle = getattr(sampler, "shuffle", None)  # DistributedSampler and friends
     return bool(shuffle) if shuffle is not None else None
+
+
+def drawn_uniformly(loader: Any, seed: int = 0) -> DataLoader | None:
+    """A loader over ``loader``'s dataset with its batch size and collate function, drawing uniformly (as a
+    validation set is drawn), when ``loader``'s sampler picks by a rule of its own (weights, a curriculum);
+    ``None`` for a shuffling, sequential or distributed sampler, an iterable dataset or no batch size.
+
+    Example:
+        >>> from torch.utils.data import TensorDataset, WeightedRandomSampler
+        >>> data = TensorDataset(torch.arange(8.0))
+        >>> weighted = DataLoader(data, batch_size=4, sampler=WeightedRandomSampler([1.0] * 8, 8))
+        >>> type(drawn_uniformly(weighted).sampler).__name__, drawn_uniformly(DataLoader(data, shuffle=True))
+        ('RandomSampler', None)
+    """
+    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
+        return None
+    if (
+        isinstance(loader.sampler, (RandomSampler, SequentialSampler, DistributedSampler))
+        or not loader.batch_size
+    ):
+        return None
+    generator = torch.Generator().manual_seed(seed)
+    sampler = RandomSampler(loader.dataset, generator=generator)  # type: ignore[arg-type]
+    return DataLoader(
+        loader.dataset, batch_size=loader.batch_size, sampler=sampler, collate_fn=loader.collate_fn
+    )
 
 
 def loader_batch_size(loader: Any) -> int | None:

@@ -9,10 +9,11 @@ from lightning_recipes._report_text import first_sentence
 from lightning_recipes.checks._budget import hard_limit, holds_compiled_module, out_of_time, time_budget
 from lightning_recipes.checks._num_classes import infer_num_classes
 from lightning_recipes.checks._options import PreflightOptions, check_time_budget
-from lightning_recipes.checks._probe import entries, keeping_statistics, listed, replace_entries
+from lightning_recipes.checks._probe import keeping_statistics, listed
 from lightning_recipes.checks._runner import progress_line
 from lightning_recipes.checks.base import error_result
 from lightning_recipes.checks.report import CheckResult
+from lightning_recipes.harness.batches import entries, replace_entries
 
 
 def test_batch_entries_names_and_statistics() -> None:

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from lightning_recipes._stats import label_shift
 from lightning_recipes.checks.data._relation import (
     Relation,
     features,
@@ -15,7 +16,7 @@ from lightning_recipes.checks.data._relation import (
     neighbours_alike,
     relations,
 )
-from lightning_recipes.checks.data.data_check import _label_shift, scan_samples
+from lightning_recipes.checks.data.data_check import scan_samples
 
 
 def test_lookup_scores_are_per_feature_and_per_sample():
@@ -85,6 +86,6 @@ def test_scan_samples_counts_blank_and_repeated_rows():
 
 
 def test_label_shift_needs_both_size_and_significance():
-    assert not _label_shift({0: 10, 1: 10}, {0: 10, 1: 10})["significant"]
-    shifted = _label_shift({0: 250, 1: 250}, {0: 160, 1: 40})
+    assert not label_shift({0: 10, 1: 10}, {0: 10, 1: 10})["significant"]
+    shifted = label_shift({0: 250, 1: 250}, {0: 160, 1: 40})
     assert shifted["significant"] and shifted["tv"] == pytest.approx(0.3)

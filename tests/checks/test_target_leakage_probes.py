@@ -9,16 +9,16 @@ from collections import namedtuple
 import pytest
 import torch
 
-from lightning_recipes.checks._probe import entries, replace_entries
+from lightning_recipes._stats import rank_correlation
 from lightning_recipes.checks.data._leakage_probes import (
     Probe,
     _bands_of,
-    _correlation,
     _encodes_label,
     _name,
     copy_shares,
     other_values,
 )
+from lightning_recipes.harness.batches import entries, replace_entries
 
 
 def test_a_probe_is_frozen_and_records_its_reason_or_its_evidence():
@@ -103,7 +103,7 @@ def test_bands_of_a_real_target_by_hand():
 def test_correlation_is_the_larger_of_pearson_and_spearman():
     y = torch.arange(6.0)
     x = torch.stack([y**3, -2 * y + 1, torch.tensor([1.0, -1, 1, -1, 1, -1])], 1)
-    found = _correlation(x, y)
+    found = rank_correlation(x, y)
     assert found[0] == pytest.approx(1.0) and found[1] == pytest.approx(1.0) and found[2] < 0.5
 
 

@@ -11,13 +11,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from lightning_recipes._stats import rank_correlation
 from lightning_recipes.checks._num_classes import IGNORE_INDEX
-from lightning_recipes.checks._probe import entries, replace_entries, seeded
 from lightning_recipes.checks.data._relation import lookup_scores
 from lightning_recipes.checks.model.causality_check import aligned_output
 from lightning_recipes.checks.report import CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy, LossRecorder
 from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import entries, replace_entries
+from lightning_recipes.harness.isolation import seeded
 from lightning_recipes.harness.loss_calls import CLASSIFICATION, loss_call_for, record_loss_calls
 
 COPY_SHARE, COPY_MARGIN = 0.95, 0.5  # sequence targets: share of trained positions that copy an input token
@@ -359,7 +361,7 @@ def probe_single_feature(
                 encoded = (c, int(both.nonzero()[0, 0]))
         else:
             both = torch.cat([rows, held_rows])
-            scores, banded = _correlation(both, every.float()), _bands_of(both, every.float())
+            scores, banded = rank_correlation(both, every.float()), _bands_of(both, every.float())
             if encoded is None and bool(banded.any()) and not context.target_guessed():
                 encoded = (c, int(banded.nonzero()[0, 0]))
         value, where = scores.max(0)
@@ -415,18 +417,6 @@ def _bands_of(x: Tensor, y: Tensor) -> Tensor:
     ordered = (steps >= 0).all(0) | (steps <= 0).all(0)
     changes = (steps != 0).sum(0)
     return ordered & (changes >= 1) & (changes < len(y) // 2)
-
-
-def _correlation(x: Tensor, y: Tensor) -> Tensor:
-    """Per column: the larger of |Pearson| and |Spearman| with ``y`` (1 for any monotone copy)."""
-
-    def pearson(a: Tensor, b: Tensor) -> Tensor:
-        a, b = a - a.mean(0), b - b.mean()
-        norm = a.norm(dim=0) * b.norm()
-        return torch.where(norm > 0, (a * b[:, None]).sum(0).abs() / norm.clamp(min=1e-12), 0.0)
-
-    ranks = x.argsort(0).argsort(0).float()
-    return torch.maximum(pearson(x, y), pearson(ranks, y.argsort().argsort().float()))
 
 
 def _loss_reads(context: CheckContext, key: Any, batch: Any) -> bool | None:

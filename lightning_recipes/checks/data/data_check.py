@@ -10,28 +10,22 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor
-from torch.utils.data import (
-    DataLoader,
-    DistributedSampler,
-    IterableDataset,
-    RandomSampler,
-    SequentialSampler,
-    Subset,
-)
+from torch.utils.data import DataLoader, Subset
 from typing_extensions import Unpack, override
 
+from lightning_recipes._stats import entropy, label_counts, label_shift
 from lightning_recipes._validation import check_int, check_positive
 from lightning_recipes.checks._num_classes import IGNORE_INDEX, infer_num_classes
-from lightning_recipes.checks._probe import Finding, entries
+from lightning_recipes.checks._probe import Finding
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._loader_samples import check_pair, distinct_loader, served_indices
 from lightning_recipes.checks.data._relation import Relation, Split, relations
 from lightning_recipes.checks.data._split_repeats import drawn_from_a_small_space
 from lightning_recipes.checks.report import CheckResult, Status
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import is_float, other_rows, split_batch
+from lightning_recipes.harness.batches import entries, is_float, other_rows, split_batch
 from lightning_recipes.harness.forward_capture import first_layer_input
-from lightning_recipes.harness.loaders import is_shuffled, loader_length
+from lightning_recipes.harness.loaders import drawn_uniformly, is_shuffled, loader_length
 from lightning_recipes.harness.walk import tensors_of
 
 __all__ = ["DataCheck"]
@@ -398,7 +392,7 @@ class DataCheck(SanityCheck):
         """Validation labels unseen in training (``True``: most, a fail) and a shifted distribution; a
         sampler's shift (``y_d``: the dataset's labels drawn uniformly) is none when it evens out a dataset
         that matches validation (balancing), but one when it makes the labels less even (weights inverted)."""
-        counts_t, counts_v = _counts(y_t), _counts(y_v)
+        counts_t, counts_v = label_counts(y_t), label_counts(y_v)
         details.update(train_class_counts=counts_t, val_class_counts=counts_v)
         unseen = sum(n for c, n in counts_v.items() if c not in counts_t) / max(1, sum(counts_v.values()))
         details["val_unseen_label_fraction"] = unseen
@@ -408,12 +402,12 @@ class DataCheck(SanityCheck):
             action = "Split with stratification and build one label mapping for both splits."
             self._add("fail", summary, action)
             return True
-        details["label_distribution"] = shift = _label_shift(counts_t, counts_v)
+        details["label_distribution"] = shift = label_shift(counts_t, counts_v)
         sampler = None  # the sampler's doing: "balances" (no shift) or "unbalances"; None: the dataset's
         if shift["significant"] and y_d is not None and y_d.ndim == 1 and len(y_d):
-            counts_d = _counts(y_d)
-            if not _label_shift(counts_d, counts_v)["significant"]:
-                sampler = "balances" if _entropy(counts_t) >= _entropy(counts_d) else "unbalances"
+            counts_d = label_counts(y_d)
+            if not label_shift(counts_d, counts_v)["significant"]:
+                sampler = "balances" if entropy(counts_t) >= entropy(counts_d) else "unbalances"
                 shift["sampler"] = sampler
         if shift["significant"] and sampler != "balances":
             summary = f"the label distribution differs between splits: total variation {shift['tv']:.2f} "
@@ -421,9 +415,8 @@ class DataCheck(SanityCheck):
             action = "Stratify the split per class; if deliberate, report per-class metrics."
             if sampler:
                 summary = (
-                    f"the sampler draws labels less evenly than the dataset holds them ({shift['tv']:.2f} TV"
+                    f"the sampler draws labels less evenly than the dataset holds them (TV {shift['tv']:.2f})"
                 )
-                summary += " from validation's)"
                 action = "Weight each sample by 1 / its class's count (one weight per sample, not per class)."
             self._add("warn", summary, action)
         return False
@@ -459,21 +452,9 @@ class DataCheck(SanityCheck):
 
 def _drawn_uniformly(context: CheckContext, count: int) -> list[Any] | None:
     """Batches drawn uniformly when the sampler picks by a rule of its own, else ``None``."""
-    loader = context.train_dataloader
-    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
-        return None
-    sampler = loader.sampler
-    if isinstance(sampler, (RandomSampler, SequentialSampler, DistributedSampler)) or not loader.batch_size:
-        return None
-    generator = torch.Generator().manual_seed(context.seed)
-    uniform = DataLoader(
-        loader.dataset,
-        batch_size=loader.batch_size,
-        sampler=RandomSampler(loader.dataset, generator=generator),  # type: ignore[arg-type]
-        collate_fn=loader.collate_fn,
-    )
+    uniform = drawn_uniformly(context.train_dataloader, context.seed)
     with suppress(Exception):
-        return context.read_batches(uniform, count) or None
+        return context.read_batches(uniform, count) or None if uniform is not None else None
     return None
 
 
@@ -537,30 +518,6 @@ def _aligned(x: Tensor, y: Tensor) -> bool:
         return False
     shape, target = tuple(x.shape[1:]), tuple(y.shape[1:])
     return shape == target or shape[1:] == target or (target[0] == 1 and shape[1:] == target[1:])
-
-
-def _counts(labels: Tensor) -> dict[int, int]:
-    return dict(zip(*(t.tolist() for t in torch.unique(labels, return_counts=True)), strict=True))
-
-
-def _entropy(counts: dict[int, int]) -> float:
-    total = sum(counts.values())
-    return -sum(n / total * math.log(n / total) for n in counts.values() if n)
-
-
-def _label_shift(train: dict[int, int], val: dict[int, int]) -> dict[str, Any]:
-    """Total variation and a chi-square test of homogeneity (significant: TV > 0.2 and chi2 > 5 SD)."""
-    labels = sorted(set(train) | set(val))
-    n_t, n_v = sum(train.values()), sum(val.values())
-    tv = 0.5 * sum(abs(train.get(k, 0) / n_t - val.get(k, 0) / n_v) for k in labels)
-    chi2 = 0.0
-    for k in labels:
-        column = train.get(k, 0) + val.get(k, 0)
-        for seen, n in ((train.get(k, 0), n_t), (val.get(k, 0), n_v)):
-            expected = column * n / (n_t + n_v)
-            chi2 += (seen - expected) ** 2 / expected if expected > 0 else 0.0
-    df = max(1, len(labels) - 1)
-    return {"tv": tv, "chi2": chi2, "df": df, "significant": tv > 0.2 and chi2 > df + 5 * (2 * df) ** 0.5}
 
 
 def _purity(loader: Any) -> dict[str, Any] | None:

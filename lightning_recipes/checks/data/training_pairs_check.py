@@ -9,11 +9,11 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import held_out_gain
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._probe import seeded
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped, Status
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import batch_size_of, one_row_per_sample
+from lightning_recipes.harness.isolation import seeded
 from lightning_recipes.harness.walk import map_tensors
 
 __all__ = ["TrainingPairsCheck"]

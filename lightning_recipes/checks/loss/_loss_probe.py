@@ -16,7 +16,6 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.nn.modules.loss import _Loss
 
-from lightning_recipes.checks._probe import seed_all
 from lightning_recipes.checks.loss._expected_loss import (
     CLASSIFICATION,
     LossFloor,
@@ -27,6 +26,7 @@ from lightning_recipes.checks.loss._expected_loss import (
     target_of,
 )
 from lightning_recipes.harness import Harness, LossCall, LossRecorder, batch_entries, first_tensor
+from lightning_recipes.harness.isolation import seed_all
 from lightning_recipes.harness.loss_calls import RowMix
 
 _CLAMPS = {"HardtanhBackward0", "ClampBackward0", "ClampBackward1", "ClampMinBackward0", "ClampMaxBackward0"}

@@ -14,14 +14,14 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import CONFIDENCE, Gain, held_out_gain, standard_error
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._probe import held_out_split, replace_entries, seeded
+from lightning_recipes.checks._probe import held_out_split
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import LossRecorder, TargetSwapError, batch_entries, map_tensors
-from lightning_recipes.harness.batches import batch_size_of, input_key_of
+from lightning_recipes.harness.batches import batch_size_of, input_key_of, replace_entries
 from lightning_recipes.harness.forward_capture import step_output
-from lightning_recipes.harness.isolation import preserved_rng
+from lightning_recipes.harness.isolation import preserved_rng, seeded
 from lightning_recipes.harness.loss_calls import loss_call_for, record_loss_calls
 
 __all__ = ["InputIndependenceCheck", "LossDrop", "loss_drop"]

@@ -11,8 +11,8 @@ from torch import Tensor
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
-from lightning_recipes.checks._probe import seed_all
 from lightning_recipes.harness import Harness, map_tensors, preserved_rng
+from lightning_recipes.harness.isolation import seed_all
 
 STEP = 1e-5  # along a direction scaled to each tensor's RMS: near float64's best central step (eps ** 1/3)
 SMOOTH = 1e-3  # the differences at STEP and STEP / 2 agree to this share of the slope: smooth there

@@ -13,20 +13,14 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._probe import (
-    entries,
-    first_of,
-    keeping_statistics,
-    replace_entries,
-    seeded,
-    until_it_reacts,
-)
+from lightning_recipes.checks._probe import first_of, keeping_statistics, until_it_reacts
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy, is_shuffled
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import one_row_per_sample
+from lightning_recipes.harness.batches import entries, one_row_per_sample, replace_entries
 from lightning_recipes.harness.forward_capture import step_output
+from lightning_recipes.harness.isolation import seeded
 from lightning_recipes.harness.walk import map_tensors, tensors_of
 
 __all__ = ["BatchIndependenceCheck"]

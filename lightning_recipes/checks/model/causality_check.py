@@ -11,11 +11,12 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._num_classes import IGNORE_INDEX
-from lightning_recipes.checks._probe import entries, model_output, replace_entries, seeded, until_it_reacts
+from lightning_recipes.checks._probe import model_output, until_it_reacts
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import batch_size_of, slice_batch
+from lightning_recipes.harness.batches import batch_size_of, entries, replace_entries, slice_batch
+from lightning_recipes.harness.isolation import seeded
 
 __all__ = ["CausalityCheck", "aligned_output", "next_token_task"]
 

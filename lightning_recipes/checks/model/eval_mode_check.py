@@ -15,13 +15,14 @@ from torch.utils._pytree import tree_leaves
 from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._probe import first_of, listed, model_output, seed_all
+from lightning_recipes.checks._probe import first_of, listed, model_output
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import first_tensor
 from lightning_recipes.harness.batches import batch_size_of, slice_batch
 from lightning_recipes.harness.forward_capture import step_output
+from lightning_recipes.harness.isolation import seed_all
 
 __all__ = ["EvalModeCheck"]
 

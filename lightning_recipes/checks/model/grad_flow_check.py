@@ -10,12 +10,14 @@ from torch import Tensor
 from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_bool, check_int
-from lightning_recipes.checks._probe import entries, listed, replace_entries, seeded
+from lightning_recipes.checks._probe import listed
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.model._derivative import derivative_check
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import preserved_rng
+from lightning_recipes.harness.batches import entries, replace_entries
+from lightning_recipes.harness.isolation import seeded
 
 __all__ = ["GradFlowCheck"]
 

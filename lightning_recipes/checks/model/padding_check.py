@@ -15,14 +15,24 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_int
-from lightning_recipes.checks import _probe
-from lightning_recipes.checks._probe import replace_entries, seeded, worst
+from lightning_recipes.checks._probe import worst
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.model.causality_check import _replacement
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key, check_key, input_key_of, slice_batch, target_key_of
+from lightning_recipes.harness.batches import (
+    Key,
+    check_key,
+    input_key_of,
+    replace_entries,
+    slice_batch,
+    target_key_of,
+)
+from lightning_recipes.harness.batches import (
+    entries as entries_of,
+)
+from lightning_recipes.harness.isolation import seeded
 
 __all__ = ["PaddingCheck"]
 
@@ -82,7 +92,7 @@ def find_padding(
     batch: Any, input_key: Key, target_key: Key, padding_key: Key = None
 ) -> tuple[Padding | None, str]:
     """The padding a batch declares, or ``None`` and why not."""
-    entries = [(key, tensor) for key, _, tensor in _probe.entries(batch) if key is not None]
+    entries = [(key, tensor) for key, _, tensor in entries_of(batch) if key is not None]
     tensors = dict(entries)
     inputs = tensors.get(input_key) if input_key is not None else None  # type: ignore[arg-type]
     for key in _mask_candidates(batch, entries, padding_key):
