@@ -452,9 +452,10 @@ class DataCheck(SanityCheck):
 
 def _drawn_uniformly(context: CheckContext, count: int) -> list[Any] | None:
     """Batches drawn uniformly when the sampler picks by a rule of its own, else ``None``."""
-    uniform = drawn_uniformly(context.train_dataloader, context.seed)
+    if (uniform := drawn_uniformly(context.train_dataloader, context.seed)) is None:
+        return None
     with suppress(Exception):
-        return context.read_batches(uniform, count) or None if uniform is not None else None
+        return context.read_batches(uniform, count) or None
     return None
 
 
