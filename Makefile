@@ -38,8 +38,8 @@ demo: install
 lint: ruff typecheck
 
 ruff: install
-	$(VENV)/bin/ruff check lightning_recipes tests galleries benchmarks docs/_ext docs/conf.py
-	$(VENV)/bin/ruff format --check lightning_recipes tests galleries benchmarks docs/_ext docs/conf.py
+	$(VENV)/bin/ruff check conftest.py lightning_recipes tests galleries benchmarks docs/_ext docs/conf.py
+	$(VENV)/bin/ruff format --check conftest.py lightning_recipes tests galleries benchmarks docs/_ext docs/conf.py
 
 typecheck: install
 	$(VENV)/bin/mypy
