@@ -1093,20 +1093,21 @@ def _attribute_dead_units(out: dict[str, Decision], e: Evidence) -> None:
 
 
 def _learning_through_the_dying(e: Evidence, dead: dict[str, float]) -> bool:
-    """Units alive at step 0 died while the model learned: the loss is significantly below its value at the
-    check before they began dying, still falls over ``plateau_checks`` checks, and beats the model's
-    input-free guess. Capacity pruned on the way is no failure; the units are judged once that stops."""
+    """Units alive at step 0 died while the model learned: the loss is not above its value at the check
+    before they began dying beyond noise (no harm shown), still falls over ``plateau_checks`` checks, and
+    beats the model's input-free guess. Capacity pruned on the way is no failure; the units are judged once
+    that stops."""
     history, t = e.history, e.t
     if any(history.dead_step0.get(m, 0.0) >= t["dead_fraction"] for m in dead) or not history.losses:
         return False
     start, _, _ = dying_window(history, t)
     i = history.loss_steps.index(start) if start in history.loss_steps else 0
-    below = significantly_above(
-        history.losses[i], history.loss_ses[i], e.data.loss_mean, e.se, t["confidence_z"]
+    unharmed = not significantly_above(
+        e.data.loss_mean, e.se, history.losses[i], history.loss_ses[i], t["confidence_z"]
     )
     # learning from its inputs: its prediction beats its own input-free guess beyond noise (known only there)
     gains = e.data.input_free_gap - t["confidence_z"] * e.data.input_free_gap_se > 0
-    return below and gains and bool(e.progressing(int(t["plateau_checks"])))
+    return unharmed and gains and bool(e.progressing(int(t["plateau_checks"])))
 
 
 def _symptom_of_the_lr(out: dict[str, Decision], history: History) -> None:
