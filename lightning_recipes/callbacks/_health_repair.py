@@ -233,7 +233,7 @@ class HealthRepair:
         now, now_se = _check_loss(trainer, monitor)
         target, target_se = self._target_loss(monitor, now_se)
         learning = significantly_above(target, target_se, now, now_se, monitor.thresholds["confidence_z"])
-        return "hold" if learning else "act"
+        return "hold" if learning or _still_falling(monitor) else "act"
 
     def _sure(self, trainer: Trainer, monitor: HealthMonitor, finding: Finding | None) -> bool:
         """Whether an LR repair cannot make the run worse now (the guide's "Repair")."""
@@ -596,6 +596,16 @@ def _learned(losses: list[float], start: float, band: float) -> bool:
     reference = start if math.isfinite(start) else losses[0] if losses else math.nan
     finite = all(math.isfinite(v) for v in losses)
     return finite and bool(losses) and losses[-1] < (1.0 - band) * reference
+
+
+def _still_falling(monitor: HealthMonitor) -> bool:
+    """The loss fell beyond noise over the last ``plateau_checks`` checks: a run that is fixing itself."""
+    history, t = monitor._history, monitor.thresholds
+    k = int(t["plateau_checks"])
+    if len(history.losses) < k:
+        return False
+    losses, ses = history.losses, history.loss_ses
+    return significantly_above(losses[-k], ses[-k], losses[-1], ses[-1], t["confidence_z"])
 
 
 def _check_loss(trainer: Trainer, monitor: HealthMonitor) -> tuple[float, float]:
