@@ -131,8 +131,12 @@ def test_an_lr_far_too_high_is_rolled_back_and_cut_by_the_findings_factor(tmp_pa
     repaired = run(case("lr_far_too_high"), True, max_steps=150, callbacks=[manifest], logger=logger)
     plain = run(case("lr_far_too_high"), False, max_steps=150)
     [event] = repaired.monitor.repairs
-    [finding] = [f for f in repaired.monitor.findings if f.problem == "lr_too_high"]
+    finding, *later = [f for f in repaired.monitor.findings if f.problem == "lr_too_high"]
     assert (event.problem, event.action, event.step) == ("lr_too_high", "rollback_lower_lr", finding.step)
+    # one cut may not be enough (two are: test_past_max_repairs_...): a later finding comes after the restart,
+    # at a smaller ratio than the one named (AVX2 kernels: 0.0177 at step 140, after 0.0264 at step 20)
+    ratio = finding.evidence["update_ratio"]
+    assert all(f.step > event.step and f.evidence["update_ratio"] < ratio for f in later), later
     factor = lower_lr_by(finding.evidence["update_ratio"])
     assert event.before["lr"] == 0.5 and event.after["lr"] == pytest.approx(0.5 / factor)
     assert event.after["step"] == 0  # the confirmed healthy snapshot: the units died in the first steps
