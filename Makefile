@@ -50,6 +50,13 @@ typecheck: install
 # Lint, mypy and the docs build run side by side (each keeps about one core busy; mypy's cold start on a clean
 # clone is ~1-1.5 min), each target's output printed whole when it ends; any failure fails `make test`.
 # Every test's time lands in build/test-results.xml (JUnit XML), for the suite's cost by directory.
+# The suite's kernels pinned to AVX2 (conftest.py says why), the docs build's notebooks included, which
+# tests/test_notebooks.py reads.
+ifeq ($(shell uname -m),x86_64)
+test: export ATEN_CPU_CAPABILITY ?= avx2
+test: export MKL_ENABLE_INSTRUCTIONS ?= AVX2
+test: export ONEDNN_MAX_CPU_ISA ?= AVX2
+endif
 test: install
 	rm -rf docs/_build/.jupyter_smoke1
 	$(MAKE) --no-print-directory -j3 --output-sync=target ruff typecheck docs
