@@ -44,14 +44,15 @@ ruff: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-# The docs site is built first (strictly), and tests/docs reads that build rather than building its own.
-# The docs build runs the notebooks afresh (its notebook cache is cleared first), and tests/test_notebooks.py reads
-# their outputs from that build instead of running them a second time.
-# Lint, mypy and the docs build run side by side (each keeps about one core busy; mypy's cold start on a clean
-# clone is ~1-1.5 min), each target's output printed whole when it ends; any failure fails `make test`.
-# Every test's time lands in build/test-results.xml (JUnit XML), for the suite's cost by directory.
-# The suite's kernels pinned to AVX2 (conftest.py says why), the docs build's notebooks included, which
-# tests/test_notebooks.py reads.
+# Lint, mypy, the strict docs build and the suite run side by side (--output-sync: each target's output printed
+# whole when it ends; any failure fails `make test`). The docs build keeps one core busy for ~6 minutes while it
+# runs the notebooks afresh (its notebook cache is cleared first); the suite fills the other core, then both.
+# The two test files that read that build run after it (READS_DOCS): tests/docs checks the built site, and
+# tests/test_notebooks.py reads the notebooks' outputs instead of running them a second time.
+# Every test's time lands in build/test-results*.xml (JUnit XML), for the suite's cost by directory.
+# The suite's kernels are pinned to AVX2 (conftest.py says why), the docs build's notebooks included.
+READS_DOCS := tests/docs tests/test_notebooks.py
+PYTEST_SUITE := $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 ifeq ($(shell uname -m),x86_64)
 test: export ATEN_CPU_CAPABILITY ?= avx2
 test: export MKL_ENABLE_INSTRUCTIONS ?= AVX2
@@ -59,8 +60,12 @@ test: export ONEDNN_MAX_CPU_ISA ?= AVX2
 endif
 test: install
 	rm -rf docs/_build/.jupyter_smoke1
-	$(MAKE) --no-print-directory -j3 --output-sync=target ruff typecheck docs
-	LR_DOCS_HTML=docs/_build/html $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=25 --junitxml=build/test-results.xml
+	$(MAKE) --no-print-directory -j4 --output-sync=target ruff typecheck docs suite-without-docs
+	LR_DOCS_HTML=docs/_build/html $(PYTEST_SUITE) $(READS_DOCS) --junitxml=build/test-results-docs.xml
+
+.PHONY: suite-without-docs
+suite-without-docs: install
+	$(PYTEST_SUITE) $(addprefix --ignore=,$(READS_DOCS)) --durations=25 --junitxml=build/test-results.xml
 
 # The developer's loop: the suite without the tests marked `slow` (`make test` and CI run them), no lint/docs.
 test-fast: install
