@@ -13,6 +13,7 @@ import torch
 pytestmark = [
     pytest.mark.lightning_free,
     pytest.mark.skipif(platform.machine().lower() not in {"x86_64", "amd64"}, reason="the pin is x86-64's"),
+    pytest.mark.skipif(os.environ.get("LR_KERNELS") == "native", reason="LR_KERNELS=native: no pin asked"),
 ]
 
 
