@@ -73,9 +73,10 @@ test-fast: install
 
 # The gallery proofs (each planted bug real, each healthy run healthy; plain torch/Lightning, no library code) are
 # deselected from every other run; they run here, when a gallery changes, and when all pass this writes
-# galleries/proofs.stamp, which an always-on test compares with the galleries (galleries/proofs.py).
+# galleries/proofs.stamp, which an always-on test compares with the galleries (galleries/proofs.py). They run on
+# the machine's own kernels, as stamped (LR_KERNELS=native: galleries/proofs.py says why).
 gallery-proofs: install
-	$(PY) -m pytest galleries -n $(TEST_WORKERS) -q -p no:cacheprovider --gallery-proofs -m gallery_proof
+	LR_KERNELS=native $(PY) -m pytest galleries -n $(TEST_WORKERS) -q -p no:cacheprovider --gallery-proofs -m gallery_proof
 	git status --short galleries/proofs.stamp
 
 # One test per place where our code meets Lightning's API, again against the oldest supported Lightning, in its
