@@ -21,7 +21,7 @@ from typing import Any
 from lightning.pytorch import LightningModule, Trainer
 from torch import Tensor
 
-from lightning_recipes._stats import significantly_above
+from lightning_recipes._stats import significantly_above, trend
 from lightning_recipes.callbacks._health_causes import dying_window
 from lightning_recipes.callbacks._health_rules import lower_lr_by
 from lightning_recipes.callbacks._health_window import Finding, History
@@ -599,13 +599,14 @@ def _learned(losses: list[float], start: float, band: float) -> bool:
 
 
 def _still_falling(monitor: HealthMonitor) -> bool:
-    """The loss fell beyond noise over the last ``plateau_checks`` checks: a run that is fixing itself."""
+    """The loss's trend over the last ``plateau_checks`` checks falls beyond noise (the rules' own test,
+    ``Evidence.falls``): a run that is fixing itself."""
     history, t = monitor._history, monitor.thresholds
     k = int(t["plateau_checks"])
     if len(history.losses) < k:
         return False
-    losses, ses = history.losses, history.loss_ses
-    return significantly_above(losses[-k], ses[-k], losses[-1], ses[-1], t["confidence_z"])
+    slope, slope_se = trend(history.loss_steps[-k:], history.losses[-k:], history.loss_ses[-k:])
+    return slope < -t["confidence_z"] * slope_se
 
 
 def _check_loss(trainer: Trainer, monitor: HealthMonitor) -> tuple[float, float]:

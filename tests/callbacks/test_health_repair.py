@@ -137,7 +137,7 @@ def test_an_lr_far_too_high_is_rolled_back_and_cut_by_the_findings_factor(tmp_pa
     # at a smaller ratio than the one named (AVX2 kernels: 0.0177 at step 140, after 0.0264 at step 20)
     ratio = finding.evidence["update_ratio"]
     assert all(f.step > event.step and f.evidence["update_ratio"] < ratio for f in later), later
-    factor = lower_lr_by(finding.evidence["update_ratio"])
+    factor = lower_lr_by(ratio)
     assert event.before["lr"] == 0.5 and event.after["lr"] == pytest.approx(0.5 / factor)
     assert event.after["step"] == 0  # the confirmed healthy snapshot: the units died in the first steps
     assert repaired.monitor._repair is not None and repaired.monitor._repair.lr_scale == pytest.approx(
