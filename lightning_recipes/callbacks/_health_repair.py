@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from torch import Tensor
 
 from lightning_recipes._stats import significantly_above, trend
@@ -189,8 +190,10 @@ class HealthRepair:
         self._track_peaks(trainer)
         acted = False
         held, self.held = self.held, None
+        # no later check sees what a rollback does: it only pays where the snapshot is itself better
+        futile = _no_check_after(trainer, monitor) and not self._restoring_helps(trainer, monitor)
         if held is not None and not trainer.should_stop:
-            verdict = self._judge_held(trainer, monitor, present)
+            verdict = "drop" if futile else self._judge_held(trainer, monitor, present)
             if verdict == "act" and not self._act(trainer, pl_module, monitor, held, batches):
                 return
             acted, self.held = verdict == "act", held if verdict == "hold" else None
@@ -198,6 +201,8 @@ class HealthRepair:
             action = repair_of(finding)
             if action is None or trainer.should_stop or (action == "rollback_lower_lr" and acted):
                 continue  # one LR repair per check: the LR was just cut
+            if futile and action.startswith("rollback"):
+                continue
             if action == "rollback_lower_lr" and not self._sure(trainer, monitor, finding):
                 self.held = finding  # not sure yet: the next check says whether the run fixes itself
                 continue
@@ -247,6 +252,14 @@ class HealthRepair:
         if self._keeper(monitor, unlearned_to_start=True) is self._start:
             return not significantly_above(target, target_se, now, now_se, z)
         return significantly_above(now, now_se, target, target_se, z)
+
+    def _restoring_helps(self, trainer: Trainer, monitor: HealthMonitor) -> bool:
+        """Whether the snapshot a rollback restores is better by itself: this check's loss is not finite, or
+        clearly above the snapshot's."""
+        now, now_se = _check_loss(trainer, monitor)
+        target, target_se = self._target_loss(monitor, now_se)
+        z = monitor.thresholds["confidence_z"]
+        return not math.isfinite(now) or significantly_above(now, now_se, target, target_se, z)
 
     def _target_loss(self, monitor: HealthMonitor, fallback_se: float) -> tuple[float, float]:
         """``(mean loss, standard error)`` of the check that took the snapshot to restore."""
@@ -607,6 +620,15 @@ def _still_falling(monitor: HealthMonitor) -> bool:
         return False
     slope, slope_se = trend(history.loss_steps[-k:], history.losses[-k:], history.loss_ses[-k:])
     return slope < -t["confidence_z"] * slope_se
+
+
+def _no_check_after(trainer: Trainer, monitor: HealthMonitor) -> bool:
+    """Whether training ends before the next check (``Trainer.estimated_stepping_batches``; unknown: no)."""
+    try:
+        total = float(trainer.estimated_stepping_batches)
+    except MisconfigurationException:  # an accumulation schedule that changes by epoch: length not known
+        return False
+    return 0 <= total - trainer.global_step < monitor.check_every_n_steps
 
 
 def _check_loss(trainer: Trainer, monitor: HealthMonitor) -> tuple[float, float]:

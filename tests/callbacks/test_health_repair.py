@@ -189,9 +189,11 @@ def test_a_run_that_recovers_by_itself_is_not_repaired() -> None:
     assert same_state(repaired["weights"], plain["weights"])
 
 
-@pytest.mark.parametrize("seed", [2, 4, 5])
+@pytest.mark.parametrize("seed", [2, 3, 4, 5])
 def test_the_self_recovering_transformer_is_not_made_worse_on_other_seeds(seed: int) -> None:
-    """The same zoo case on seeds it was not tuned on: no worse than without repair."""
+    """The same zoo case on seeds it was not tuned on: no worse than without repair (seed 3: held at 80, it
+    was rolled back to step 48 at its last step, 160, and ended 0.914 against 0.677: a rollback no later check
+    can follow is made only where the snapshot is better by itself)."""
     import dataclasses
 
     from galleries.health.zoo1.zoo import CASES
