@@ -14,8 +14,8 @@ halves, ``h.py`` and ``i.py``), ``sealed-jk`` J (``j.py`` and ``k.py``), ``seale
 R (``r.py`` and ``s.py``), ``sealed-tu`` T (``t.py`` and ``u.py``), ``sealed-vw`` V (``v.py`` and
 ``w.py``), ``sealed-xy`` X (``x.py`` and ``y.py``), ``sealed-z`` Z (``z1.py`` and ``z2.py``),
 ``sealed-zz`` ZZ (``zz1.py`` and ``zz2.py``), ``sealed-zy`` ZY (``zy1.py`` and ``zy2.py``), ``sealed-zx``
-ZX (``zx1.py`` and ``zx2.py``), ``sealed-zw`` ZW (``zw1.py`` and ``zw2.py``) and ``sealed-zv`` ZV
-(``zv1.py`` and ``zv2.py``): each once,
+ZX (``zx1.py`` and ``zx2.py``), ``sealed-zw`` ZW (``zw1.py`` and ``zw2.py``), ``sealed-zv`` ZV
+(``zv1.py`` and ``zv2.py``) and ``sealed-zu`` ZU (``zu1.py`` and ``zu2.py``): each once,
 at the end of the work it judges (issue #34).
 
 A bug is caught when some check says ``fail`` or ``warn``; ``inconclusive``, ``skip`` and ``error`` do not
@@ -94,6 +94,7 @@ GALLERIES = (
     "sealed-zx",
     "sealed-zw",
     "sealed-zv",
+    "sealed-zu",
 )
 
 #: The galleries whose halves are not one letter each.
@@ -105,6 +106,7 @@ HALVES = {
     "sealed-zx": ("zx1", "zx2"),
     "sealed-zw": ("zw1", "zw2"),
     "sealed-zv": ("zv1", "zv2"),
+    "sealed-zu": ("zu1", "zu2"),
 }
 
 
